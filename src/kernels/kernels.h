@@ -76,16 +76,38 @@ typedef struct opf_gemm_f64_config {
 #include "gemm.inc"
 #undef OPF_GEMM_UKERNEL
 
-/* The dispatch table: one kernel per (dtype, op) for the selected ISA. */
+/* Kernel slots: one per (dtype, op) of the registry, named OPF_K_<dtype>_<op>.
+ * Generated from the scalar lines of eltwise.inc (every slot has a scalar
+ * reference), so a new op's kernels need no edit here. */
+#define OPF_SLOT_IF_SCALAR(name) OPF_K_##name,
+#define OPF_SLOT_IF_PORTABLE(name)
+#define OPF_SLOT_IF_AVX2(name)
+#define OPF_SLOT_IF_AVX512(name)
+#define OPF_SLOT_IF_NEON(name)
+typedef enum opf_eltwise_slot {
+#define OPF_ELTWISE_UKERNEL(isa, dtype, op, arity, fn) OPF_SLOT_IF_##isa(dtype##_##op)
+#include "eltwise.inc"
+#undef OPF_ELTWISE_UKERNEL
+    OPF_K_COUNT
+} opf_eltwise_slot;
+
+/* A type-erased kernel pointer; cast back to its family's type to call it
+ * (opf_eltwise_run does, by the slot's arity and dtype). */
+typedef void (*opf_any_ukernel)(void);
+
+/* The dispatch table: one kernel per slot for the selected ISA, and the GEMM
+ * micro-kernels. Built once from the scalar references, then overridden by
+ * every registered variant of a level the CPU runs, up to the chosen level. */
 typedef struct opf_kernels {
-    opf_isa isa;
-    opf_f32_unary_ukernel f32_relu, f32_scale;
-    opf_f64_unary_ukernel f64_relu, f64_scale;
-    opf_f32_binary_ukernel f32_relu_grad, f32_add;
-    opf_f64_binary_ukernel f64_relu_grad, f64_add;
+    opf_isa isa; /* the highest level any kernel of this table comes from */
+    opf_any_ukernel eltwise[OPF_K_COUNT];
     opf_gemm_f32_config f32_gemm;
     opf_gemm_f64_config f64_gemm;
 } opf_kernels;
+
+/* Arity (1 or 2) and dtype of a slot. */
+int opf_eltwise_slot_arity(opf_eltwise_slot slot);
+opf_dtype opf_eltwise_slot_dtype(opf_eltwise_slot slot);
 
 /* The table for the ISA in use (configured once, thread-safe). */
 const opf_kernels *opf_kernels_get(void);

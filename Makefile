@@ -1,0 +1,166 @@
+# opforge — build, test and demo.
+#
+#   make            libopforge.so, libopforge.a, opforge.pc in build/
+#   make demo       set up everything (venv, package) and run the NumPy MLP demo
+#   make test       set up everything and run every test: C tests at every ISA
+#                   level, ASan+UBSan, valgrind, pkg-config consumer, Python
+#   make install PREFIX=/usr/local
+#   make format     clang-format the C sources
+
+PREFIX ?= /usr/local
+PYTHON ?= python3
+CC ?= cc
+
+VERSION := 0.1.0
+SOVERSION := 0
+BUILD := build
+VENV := .venv
+VPY := $(VENV)/bin/python
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+BASE_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC -pthread -fvisibility=hidden $(WARN)
+INCLUDES := -Iinclude -Isrc/core -Isrc/kernels -Isrc/ops
+OPT ?= -O2 -g
+LDLIBS := -pthread -lm
+
+CORE_SRC := $(wildcard src/core/*.c) $(wildcard src/ops/*.c)
+# Each ISA's kernels are compiled with that ISA's flags only (one binary runs
+# everywhere; dispatch picks at run time).
+KERNEL_FLAGS_scalar := -O2 -fno-tree-vectorize
+KERNEL_FLAGS_portable := -O3
+KERNEL_ISAS := scalar portable
+KERNEL_SRC := $(foreach isa,$(KERNEL_ISAS),$(wildcard src/kernels/$(isa)/*.c))
+HEADERS := include/opforge.h $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
+
+OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CORE_SRC) $(KERNEL_SRC))
+ASAN_OBJ := $(patsubst src/%.c,$(BUILD)/asan/%.o,$(CORE_SRC) $(KERNEL_SRC))
+
+LIB_SO := $(BUILD)/libopforge.so.$(VERSION)
+LIB_A := $(BUILD)/libopforge.a
+ASAN_A := $(BUILD)/asan/libopforge.a
+PC := $(BUILD)/opforge.pc
+
+C_TESTS := $(patsubst tests/c/%.c,%,$(wildcard tests/c/test_*.c))
+TEST_BIN := $(addprefix $(BUILD)/tests/,$(C_TESTS))
+ASAN_TEST_BIN := $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
+SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+.PHONY: all lib demo test test-c test-isa test-asan test-valgrind test-pkgconfig test-python venv \
+        install uninstall format format-check clean
+
+all: lib
+lib: $(LIB_SO) $(LIB_A) $(PC)
+
+# --- library ------------------------------------------------------------------
+
+kernel_isa = $(word 3,$(subst /, ,$(1)))
+
+$(BUILD)/obj/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) -c $< -o $@
+
+$(LIB_SO): $(OBJ)
+	$(CC) -shared -Wl,-soname,libopforge.so.$(SOVERSION) -Wl,--version-script=src/libopforge.map -o $@ $^ $(LDLIBS)
+	ln -sf libopforge.so.$(VERSION) $(BUILD)/libopforge.so.$(SOVERSION)
+	ln -sf libopforge.so.$(VERSION) $(BUILD)/libopforge.so
+
+$(LIB_A): $(OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(PC): opforge.pc.in Makefile
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# --- C tests --------------------------------------------------------------------
+
+TEST_FLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -g $(WARN) -Wno-missing-prototypes $(INCLUDES)
+
+$(BUILD)/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_FLAGS) -O2 $< tests/c/harness.c $(LIB_A) -o $@ $(LDLIBS)
+
+$(BUILD)/asan/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SANITIZE) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) -c $< -o $@
+
+$(ASAN_A): $(ASAN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/asan/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(ASAN_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_FLAGS) -O1 $(SANITIZE) $< tests/c/harness.c $(ASAN_A) -o $@ $(LDLIBS)
+
+# Every C test at the default ISA level, then at each forced level.
+test-c: $(TEST_BIN)
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+
+test-isa: $(TEST_BIN)
+	@set -e; for isa in scalar portable; do for t in $(TEST_BIN); do \
+	  echo "== OPFORGE_ISA=$$isa $$t"; OPFORGE_ISA=$$isa $$t; done; done
+
+test-asan: $(ASAN_TEST_BIN)
+	@set -e; for t in $(ASAN_TEST_BIN); do echo "== asan+ubsan $$t"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+VALGRIND_TESTS := $(filter-out $(BUILD)/tests/test_ukernels,$(TEST_BIN))
+test-valgrind: $(TEST_BIN)
+	@set -e; for t in $(VALGRIND_TESTS); do echo "== valgrind $$t"; \
+	  OPFORGE_VALGRIND=1 valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect $$t; done
+
+# A consumer that knows only `pkg-config --cflags --libs opforge`.
+PKG_PREFIX := $(CURDIR)/$(BUILD)/pkgconfig-prefix
+test-pkgconfig:
+	rm -rf $(PKG_PREFIX)
+	$(MAKE) --no-print-directory install PREFIX=$(PKG_PREFIX) BUILD=$(BUILD)/pkgconfig-build
+	$(CC) -std=c11 -Wall -Wextra -Werror tests/pkgconfig/main.c -o $(BUILD)/pkgconfig-consumer \
+	  $$(PKG_CONFIG_PATH=$(PKG_PREFIX)/lib/pkgconfig pkg-config --cflags --libs opforge)
+	LD_LIBRARY_PATH=$(PKG_PREFIX)/lib $(BUILD)/pkgconfig-consumer
+
+# --- Python -----------------------------------------------------------------------
+
+$(VENV)/.deps: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+# The package is installed as a user would (`pip install .`), not in place.
+$(VENV)/.installed: $(VENV)/.deps $(OBJ) pyproject.toml setup.py $(wildcard python/opforge/*)
+	$(VPY) -m pip install --quiet --no-build-isolation .
+	touch $@
+
+venv: $(VENV)/.installed
+
+test-python: venv
+	cd tests/python && ../../$(VPY) -m pytest -q
+
+# --- main targets ------------------------------------------------------------------
+
+demo: venv
+	$(VPY) examples/mlp_numpy.py
+
+test: lib test-c test-isa test-asan test-valgrind test-pkgconfig test-python
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/opforge.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libopforge.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libopforge.so.$(SOVERSION)
+	ln -sf libopforge.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libopforge.so
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/opforge.h $(DESTDIR)$(PREFIX)/lib/libopforge.* \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/opforge.pc
+
+FORMAT_FILES := $(shell find include src tests -name '*.c' -o -name '*.h' -o -name '*.inc' | grep -v '\.inc$$')
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+clean:
+	rm -rf $(BUILD) $(VENV) python/opforge/lib python/opforge/include python/opforge/*.so *.egg-info python/*.egg-info

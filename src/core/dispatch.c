@@ -1,0 +1,164 @@
+/*
+ * dispatch.c — CPU feature detection and the kernel dispatch tables.
+ *
+ * Configure once, reference first: every table starts from the scalar
+ * references and is overridden by each registered variant whose level the CPU
+ * runs, up to the table's level. OPFORGE_ISA forces the level in use.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+enum { OPF_ISA_COUNT = OPF_ISA_NEON + 1 };
+
+static const char *const opf_isa_names[OPF_ISA_COUNT] = {
+    [OPF_ISA_SCALAR] = "scalar",
+    [OPF_ISA_PORTABLE] = "portable",
+    [OPF_ISA_AVX2] = "avx2",
+    [OPF_ISA_AVX512] = "avx512",
+    [OPF_ISA_NEON] = "neon",
+};
+
+/* Written once under pthread_once, read-only afterwards. */
+static opf_kernels opf_tables[OPF_ISA_COUNT];
+static int opf_table_valid[OPF_ISA_COUNT];
+static opf_isa opf_active_isa;
+static pthread_once_t opf_dispatch_once = PTHREAD_ONCE_INIT;
+
+const char *opf_isa_name(opf_isa isa) {
+    if ((int)isa < 0 || (int)isa >= OPF_ISA_COUNT) {
+        return "unknown";
+    }
+    return opf_isa_names[isa];
+}
+
+int opf_cpu_supports(opf_isa isa) {
+    switch (isa) {
+    case OPF_ISA_SCALAR:
+    case OPF_ISA_PORTABLE: return 1;
+#if defined(__x86_64__) || defined(__i386__)
+    case OPF_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case OPF_ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+#else
+    case OPF_ISA_AVX2:
+    case OPF_ISA_AVX512: return 0;
+#endif
+    case OPF_ISA_NEON:
+#if defined(__aarch64__)
+        return 1;
+#else
+        return 0;
+#endif
+    }
+    return 0;
+}
+
+/* Levels form a chain per architecture: scalar < portable < avx2 < avx512 on
+ * x86-64, scalar < portable < neon on aarch64. */
+static int opf_level_within(opf_isa level, opf_isa cap) {
+    if (level == OPF_ISA_NEON || cap == OPF_ISA_NEON) {
+        return level == cap || level <= OPF_ISA_PORTABLE;
+    }
+    return level <= cap;
+}
+
+static const struct {
+    opf_isa isa;
+    int arity;
+    opf_dtype dtype;
+} opf_slot_info[OPF_K_COUNT] = {
+#define OPF_ELTWISE_UKERNEL(isa, dtype, op, arity, fn) OPF_SLOT_INFO_IF_##isa(dtype, op, arity)
+#define OPF_SLOT_INFO_IF_SCALAR(dtype, op, arity) [OPF_K_##dtype##_##op] = {OPF_ISA_SCALAR, OPF_ARITY_##arity, OPF_DTYPE_##dtype},
+#define OPF_SLOT_INFO_IF_PORTABLE(dtype, op, arity)
+#define OPF_SLOT_INFO_IF_AVX2(dtype, op, arity)
+#define OPF_SLOT_INFO_IF_AVX512(dtype, op, arity)
+#define OPF_SLOT_INFO_IF_NEON(dtype, op, arity)
+#define OPF_ARITY_unary 1
+#define OPF_ARITY_binary 2
+#define OPF_DTYPE_f32 OPF_F32
+#define OPF_DTYPE_f64 OPF_F64
+#include "eltwise.inc"
+#undef OPF_ELTWISE_UKERNEL
+};
+
+int opf_eltwise_slot_arity(opf_eltwise_slot slot) { return opf_slot_info[slot].arity; }
+opf_dtype opf_eltwise_slot_dtype(opf_eltwise_slot slot) { return opf_slot_info[slot].dtype; }
+
+static void opf_use_level(opf_kernels *table, opf_isa level) {
+    if (level > table->isa) {
+        table->isa = level;
+    }
+}
+
+static void opf_build_table(opf_kernels *table, opf_isa cap) {
+    memset(table, 0, sizeof *table);
+    table->isa = OPF_ISA_SCALAR;
+#define OPF_ELTWISE_UKERNEL(isa, dtype, op, arity, fn)                                                                 \
+    if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
+        table->eltwise[OPF_K_##dtype##_##op] = (opf_any_ukernel)fn;                                                    \
+        opf_use_level(table, OPF_ISA_##isa);                                                                           \
+    }
+#include "eltwise.inc"
+#undef OPF_ELTWISE_UKERNEL
+#define OPF_GEMM_UKERNEL(isa, dtype, mr, nr, fn)                                                                       \
+    if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
+        table->dtype##_gemm = (opf_gemm_##dtype##_config){fn, mr, nr};                                                 \
+        opf_use_level(table, OPF_ISA_##isa);                                                                           \
+    }
+#include "gemm.inc"
+#undef OPF_GEMM_UKERNEL
+}
+
+static opf_isa opf_isa_from_env(void) {
+    const char *forced = getenv("OPFORGE_ISA");
+    if (forced != NULL) {
+        for (int i = 0; i < OPF_ISA_COUNT; i++) {
+            if (strcmp(forced, opf_isa_names[i]) == 0) {
+                return (opf_isa)i;
+            }
+        }
+    }
+#if defined(__aarch64__)
+    return OPF_ISA_NEON;
+#else
+    return OPF_ISA_AVX512;
+#endif
+}
+
+static void opf_dispatch_init(void) {
+    for (int i = 0; i < OPF_ISA_COUNT; i++) {
+        opf_table_valid[i] = opf_cpu_supports((opf_isa)i);
+        if (opf_table_valid[i]) {
+            opf_build_table(&opf_tables[i], (opf_isa)i);
+        }
+    }
+    opf_isa wanted = opf_isa_from_env();
+    if (!opf_table_valid[wanted]) {
+        wanted = OPF_ISA_PORTABLE;
+        for (int i = OPF_ISA_AVX2; i < OPF_ISA_COUNT; i++) {
+            if (opf_table_valid[i]) {
+                wanted = (opf_isa)i;
+            }
+        }
+    }
+    opf_active_isa = wanted;
+}
+
+const opf_kernels *opf_kernels_for(opf_isa isa) {
+    pthread_once(&opf_dispatch_once, opf_dispatch_init);
+    if ((int)isa < 0 || (int)isa >= OPF_ISA_COUNT || !opf_table_valid[isa]) {
+        return NULL;
+    }
+    return &opf_tables[isa];
+}
+
+const opf_kernels *opf_kernels_get(void) {
+    pthread_once(&opf_dispatch_once, opf_dispatch_init);
+    return &opf_tables[opf_active_isa];
+}
+
+opf_isa opf_get_isa(void) { return opf_kernels_get()->isa; }

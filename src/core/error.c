@@ -1,0 +1,70 @@
+/* error.c — status names, the per-thread error message, version. */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#define OPF_STR_(x) #x
+#define OPF_STR(x) OPF_STR_(x)
+
+enum { OPF_ERROR_CAPACITY = 512 };
+
+/* The only per-thread state of the library. */
+static _Thread_local char opf_error_message[OPF_ERROR_CAPACITY];
+
+opf_status opf_fail(opf_status status, const char *op, const char *fmt, ...) {
+    int used = snprintf(opf_error_message, sizeof opf_error_message, "opf_%s: ", op);
+    if (used < 0 || (size_t)used >= sizeof opf_error_message) {
+        return status;
+    }
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(opf_error_message + used, sizeof opf_error_message - (size_t)used, fmt, args);
+    va_end(args);
+    return status;
+}
+
+void opf_clear_error(void) { opf_error_message[0] = '\0'; }
+
+const char *opf_last_error(void) { return opf_error_message; }
+
+const char *opf_status_name(opf_status status) {
+    switch (status) {
+    case OPF_OK: return "OPF_OK";
+    case OPF_E_INVALID: return "OPF_E_INVALID";
+    case OPF_E_DTYPE: return "OPF_E_DTYPE";
+    case OPF_E_SHAPE: return "OPF_E_SHAPE";
+    case OPF_E_LAYOUT: return "OPF_E_LAYOUT";
+    case OPF_E_DEVICE: return "OPF_E_DEVICE";
+    case OPF_E_NOMEM: return "OPF_E_NOMEM";
+    case OPF_E_UNSUPPORTED: return "OPF_E_UNSUPPORTED";
+    case OPF_E_INTERNAL: return "OPF_E_INTERNAL";
+    }
+    return "OPF_E_UNKNOWN";
+}
+
+const char *opf_version(void) {
+    return OPF_STR(OPF_VERSION_MAJOR) "." OPF_STR(OPF_VERSION_MINOR) "." OPF_STR(OPF_VERSION_PATCH);
+}
+
+size_t opf_dtype_size(opf_dtype dtype) {
+    switch (dtype) {
+    case OPF_F16:
+    case OPF_BF16: return 2;
+    case OPF_F32: return 4;
+    case OPF_F64: return 8;
+    case OPF_DTYPE_INVALID: break;
+    }
+    return 0;
+}
+
+const char *opf_dtype_name(opf_dtype dtype) {
+    switch (dtype) {
+    case OPF_F16: return "float16";
+    case OPF_BF16: return "bfloat16";
+    case OPF_F32: return "float32";
+    case OPF_F64: return "float64";
+    case OPF_DTYPE_INVALID: break;
+    }
+    return "invalid";
+}

@@ -1,0 +1,19 @@
+/* error.h — setting the calling thread's last-error message. */
+#ifndef OPF_CORE_ERROR_H
+#define OPF_CORE_ERROR_H
+
+#include "opforge.h"
+
+#if defined(__GNUC__)
+#define OPF_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#define OPF_PRINTF(fmt_index, first_arg)
+#endif
+
+/* Records "opf_<op>: <message>" as the thread's last error and returns status. */
+opf_status opf_fail(opf_status status, const char *op, const char *fmt, ...) OPF_PRINTF(3, 4);
+
+/* Clears the thread's last error (called on entry by every public function). */
+void opf_clear_error(void);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * op.c — the op-table machinery: validating tables, checking a call against
+ * its row (dtypes, devices, shape checks, output shapes, aliasing), inferring
+ * output shapes, and running a row. Everything here is driven by the row's
+ * declarations; no op is named.
+ */
+#include <string.h>
+
+#include "error.h"
+#include "tensor.h"
+
+/* Shapes of a call's inputs, as seen by the shape checks: present flags,
+ * ranks and dims (-1: unknown). */
+typedef struct opf_shapes {
+    int32_t count;
+    int present[OPF_MAX_ARGS];
+    int32_t ndim[OPF_MAX_ARGS];
+    const int64_t *dims[OPF_MAX_ARGS];
+} opf_shapes;
+
+static opf_shapes opf_shapes_of(const opf_op_def *op, const opf_tensor *const *inputs) {
+    opf_shapes s = {.count = op->num_inputs};
+    for (int32_t i = 0; i < op->num_inputs; i++) {
+        const opf_tensor *t = inputs != NULL ? inputs[i] : NULL;
+        s.present[i] = t != NULL;
+        s.ndim[i] = t != NULL ? t->ndim : 0;
+        s.dims[i] = t != NULL ? t->shape : NULL;
+    }
+    return s;
+}
+
+/* Resolves a possibly negative dim index of input `arg`; -1 if out of range. */
+static int32_t opf_resolve_dim(const opf_shapes *s, int32_t arg, int32_t dim) {
+    int32_t d = dim < 0 ? dim + s->ndim[arg] : dim;
+    return d >= 0 && d < s->ndim[arg] ? d : -1;
+}
+
+static opf_status opf_check_dim_exists(const opf_op_def *op, const opf_shapes *s, int32_t arg, int32_t dim,
+                                       int32_t *resolved) {
+    *resolved = opf_resolve_dim(s, arg, dim);
+    if (*resolved < 0) {
+        char buf[OPF_SHAPE_STR_CAPACITY];
+        return opf_fail(OPF_E_SHAPE, op->name, "%s has rank %d (%s); dim %d does not exist", op->inputs[arg].name,
+                        (int)s->ndim[arg], opf_format_dims(s->ndim[arg], s->dims[arg], buf), (int)dim);
+    }
+    return OPF_OK;
+}
+
+static int opf_dims_agree(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
+
+static opf_status opf_run_check(const opf_op_def *op, const opf_check *c, const opf_shapes *s) {
+    char abuf[OPF_SHAPE_STR_CAPACITY], bbuf[OPF_SHAPE_STR_CAPACITY];
+    const char *a_name = op->inputs[c->a].name;
+    if (!s->present[c->a] || (c->kind != OPF_CHECK_RANK && !s->present[c->b])) {
+        return OPF_OK;
+    }
+    switch (c->kind) {
+    case OPF_CHECK_RANK:
+        if (s->ndim[c->a] != c->rank) {
+            return opf_fail(OPF_E_SHAPE, op->name, "%s must have rank %d, got rank %d (%s)", a_name, (int)c->rank,
+                            (int)s->ndim[c->a], opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf));
+        }
+        return OPF_OK;
+    case OPF_CHECK_SAME_SHAPE: {
+        int same = s->ndim[c->a] == s->ndim[c->b];
+        for (int32_t d = 0; same && d < s->ndim[c->a]; d++) {
+            same = opf_dims_agree(s->dims[c->a][d], s->dims[c->b][d]);
+        }
+        if (!same) {
+            return opf_fail(OPF_E_SHAPE, op->name, "shape mismatch: %s is %s, %s is %s", a_name,
+                            opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf), op->inputs[c->b].name,
+                            opf_format_dims(s->ndim[c->b], s->dims[c->b], bbuf));
+        }
+        return OPF_OK;
+    }
+    case OPF_CHECK_DIM_EQ: {
+        int32_t da, db;
+        opf_status st = opf_check_dim_exists(op, s, c->a, c->a_dim, &da);
+        if (st == OPF_OK) {
+            st = opf_check_dim_exists(op, s, c->b, c->b_dim, &db);
+        }
+        if (st != OPF_OK) {
+            return st;
+        }
+        if (!opf_dims_agree(s->dims[c->a][da], s->dims[c->b][db])) {
+            return opf_fail(OPF_E_SHAPE, op->name, "shape mismatch: %s is %s, %s is %s; dim %d of %s must equal dim %d of %s",
+                            a_name, opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf), op->inputs[c->b].name,
+                            opf_format_dims(s->ndim[c->b], s->dims[c->b], bbuf), (int)da, a_name, (int)db,
+                            op->inputs[c->b].name);
+        }
+        return OPF_OK;
+    }
+    case OPF_CHECK_NONE: break;
+    }
+    return opf_fail(OPF_E_INTERNAL, op->name, "unknown shape check kind %d", (int)c->kind);
+}
+
+static opf_status opf_run_checks(const opf_op_def *op, const opf_shapes *s) {
+    for (int32_t i = 0; i < op->num_checks; i++) {
+        opf_status st = opf_run_check(op, &op->checks[i], s);
+        if (st != OPF_OK) {
+            return st;
+        }
+    }
+    return OPF_OK;
+}
+
+/* Output shape from the rule, after the checks have passed. */
+static opf_status opf_apply_rule(const opf_op_def *op, const opf_shapes *s, int32_t output, int32_t *ndim,
+                                 int64_t *shape) {
+    const opf_shape_rule *rule = &op->output_shapes[output];
+    if (rule->kind == OPF_SHAPE_LIKE) {
+        if (!s->present[rule->like]) {
+            return opf_fail(OPF_E_INVALID, op->name, "%s takes its shape from %s, which is absent",
+                            op->outputs[output].name, op->inputs[rule->like].name);
+        }
+        *ndim = s->ndim[rule->like];
+        memcpy(shape, s->dims[rule->like], sizeof(int64_t) * (size_t)*ndim);
+        return OPF_OK;
+    }
+    *ndim = rule->rank;
+    for (int32_t d = 0; d < rule->rank; d++) {
+        opf_dim_ref ref = rule->dims[d];
+        int32_t resolved;
+        if (!s->present[ref.input]) {
+            return opf_fail(OPF_E_INVALID, op->name, "%s takes a dim from %s, which is absent",
+                            op->outputs[output].name, op->inputs[ref.input].name);
+        }
+        opf_status st = opf_check_dim_exists(op, s, ref.input, ref.dim, &resolved);
+        if (st != OPF_OK) {
+            return st;
+        }
+        shape[d] = s->dims[ref.input][resolved];
+    }
+    return OPF_OK;
+}
+
+opf_status opf_op_infer_shape(const opf_op_def *op, const opf_tensor *const *inputs, int32_t output, int32_t *ndim,
+                              int64_t *shape) {
+    opf_clear_error();
+    if (op == NULL || ndim == NULL || shape == NULL) {
+        return opf_fail(OPF_E_INVALID, "op_infer_shape", "op, ndim and shape must not be NULL");
+    }
+    if (output < 0 || output >= op->num_outputs) {
+        return opf_fail(OPF_E_INVALID, op->name, "has no output %d", (int)output);
+    }
+    for (int32_t i = 0; i < op->num_inputs; i++) {
+        const opf_tensor *t = inputs != NULL ? inputs[i] : NULL;
+        if (t == NULL && !(op->inputs[i].flags & OPF_ARG_OPTIONAL)) {
+            return opf_fail(OPF_E_INVALID, op->name, "%s is NULL", op->inputs[i].name);
+        }
+        if (t != NULL && (t->ndim < 0 || t->ndim > OPF_MAX_RANK || (t->ndim > 0 && t->shape == NULL))) {
+            return opf_fail(OPF_E_SHAPE, op->name, "%s has an invalid rank %d", op->inputs[i].name, (int)t->ndim);
+        }
+    }
+    opf_shapes s = opf_shapes_of(op, inputs);
+    opf_status st = opf_run_checks(op, &s);
+    return st != OPF_OK ? st : opf_apply_rule(op, &s, output, ndim, shape);
+}
+
+void opf_op_default_attrs(const opf_op_def *op, opf_attr_value *attrs) {
+    for (int32_t i = 0; i < op->num_attrs; i++) {
+        attrs[i] = op->attrs[i].default_value;
+    }
+}
+
+static int32_t opf_num_choices(const opf_attr_def *attr) {
+    int32_t n = 0;
+    while (n < OPF_MAX_CHOICES && attr->choices[n] != NULL) {
+        n++;
+    }
+    return n;
+}
+
+static opf_status opf_check_attrs(const opf_op_def *op, const opf_attr_value *attrs) {
+    for (int32_t i = 0; i < op->num_attrs; i++) {
+        const opf_attr_def *attr = &op->attrs[i];
+        if (attr->type == OPF_ATTR_ENUM) {
+            int32_t n = opf_num_choices(attr);
+            if (attrs[i].i < 0 || attrs[i].i >= n) {
+                char names[OPF_MAX_CHOICES * 32] = "";
+                for (int32_t c = 0; c < n; c++) {
+                    strncat(names, c ? ", " : "", sizeof names - strlen(names) - 1);
+                    strncat(names, attr->choices[c], sizeof names - strlen(names) - 1);
+                }
+                return opf_fail(OPF_E_INVALID, op->name, "%s must be one of %s; got choice index %lld", attr->name,
+                                names, (long long)attrs[i].i);
+            }
+        }
+    }
+    return OPF_OK;
+}
+
+/* Validates every present tensor argument and that they share one dtype. */
+static opf_status opf_check_args(const opf_op_def *op, const opf_tensor *const *args, int32_t count,
+                                 const opf_arg_def *defs, const opf_tensor **first) {
+    for (int32_t i = 0; i < count; i++) {
+        const opf_tensor *t = args != NULL ? args[i] : NULL;
+        if (t == NULL) {
+            if (!(defs[i].flags & OPF_ARG_OPTIONAL)) {
+                return opf_fail(OPF_E_INVALID, op->name, "%s is NULL", defs[i].name);
+            }
+            continue;
+        }
+        opf_status st = opf_tensor_check(op->name, defs[i].name, t, op->dtypes);
+        if (st != OPF_OK) {
+            return st;
+        }
+        if (*first == NULL) {
+            *first = t;
+        } else if (t->dtype != (*first)->dtype) {
+            return opf_fail(OPF_E_DTYPE, op->name, "dtype mismatch: %s is %s, expected %s like the other arguments",
+                            defs[i].name, opf_dtype_name(t->dtype), opf_dtype_name((*first)->dtype));
+        }
+    }
+    return OPF_OK;
+}
+
+/* Outputs must have the inferred shapes, must not overlap themselves, other
+ * outputs or inputs — except an elementwise op's output that is exactly one
+ * of its inputs. Mutated inputs must not overlap themselves. */
+static opf_status opf_check_outputs(const opf_op_def *op, const opf_shapes *s, const opf_tensor *const *inputs,
+                                    const opf_tensor *const *outputs) {
+    for (int32_t i = 0; i < op->num_inputs; i++) {
+        if ((op->inputs[i].flags & OPF_ARG_MUTATED) && inputs[i] != NULL && opf_tensor_self_overlaps(inputs[i])) {
+            return opf_fail(OPF_E_LAYOUT, op->name, "%s is written in place but has overlapping elements (a zero or overlapping stride)",
+                            op->inputs[i].name);
+        }
+    }
+    for (int32_t o = 0; o < op->num_outputs; o++) {
+        const opf_tensor *y = outputs != NULL ? outputs[o] : NULL;
+        const char *name = op->outputs[o].name;
+        if (y == NULL) {
+            continue;
+        }
+        int32_t ndim;
+        int64_t shape[OPF_MAX_RANK];
+        opf_status st = opf_apply_rule(op, s, o, &ndim, shape);
+        if (st != OPF_OK) {
+            return st;
+        }
+        int same = ndim == y->ndim;
+        for (int32_t d = 0; same && d < ndim; d++) {
+            same = shape[d] == y->shape[d];
+        }
+        if (!same) {
+            char got[OPF_SHAPE_STR_CAPACITY], want[OPF_SHAPE_STR_CAPACITY];
+            return opf_fail(OPF_E_SHAPE, op->name, "%s has shape %s, expected %s", name,
+                            opf_format_dims(y->ndim, y->shape, got), opf_format_dims(ndim, shape, want));
+        }
+        if (opf_tensor_self_overlaps(y)) {
+            return opf_fail(OPF_E_LAYOUT, op->name,
+                            "%s has overlapping elements (a zero or overlapping stride); outputs must not", name);
+        }
+        for (int32_t i = 0; i < op->num_inputs; i++) {
+            const opf_tensor *x = inputs[i];
+            if (x == NULL || !opf_tensors_overlap(x, y)) {
+                continue;
+            }
+            if (!(op->flags & OPF_OP_ELEMENTWISE)) {
+                return opf_fail(OPF_E_LAYOUT, op->name, "%s overlaps input %s; this op cannot run in place", name,
+                                op->inputs[i].name);
+            }
+            if (!opf_tensors_alias_exactly(x, y)) {
+                return opf_fail(OPF_E_LAYOUT, op->name,
+                                "%s partially overlaps input %s; in place is allowed only onto the same elements", name,
+                                op->inputs[i].name);
+            }
+        }
+        for (int32_t p = 0; p < o; p++) {
+            if (outputs[p] != NULL && opf_tensors_overlap(outputs[p], y)) {
+                return opf_fail(OPF_E_LAYOUT, op->name, "outputs %s and %s overlap", op->outputs[p].name, name);
+            }
+        }
+    }
+    return OPF_OK;
+}
+
+opf_status opf_op_run(const opf_op_def *op, const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                      const opf_attr_value *attrs) {
+    opf_clear_error();
+    if (op == NULL) {
+        return opf_fail(OPF_E_INVALID, "op_run", "op is NULL");
+    }
+    opf_attr_value defaults[OPF_MAX_ATTRS];
+    if (attrs == NULL) {
+        opf_op_default_attrs(op, defaults);
+        attrs = defaults;
+    }
+    const opf_tensor *first = NULL;
+    const opf_tensor *none[OPF_MAX_ARGS] = {NULL};
+    opf_status st = opf_check_args(op, inputs, op->num_inputs, op->inputs, &first);
+    if (st == OPF_OK) {
+        st = opf_check_args(op, outputs, op->num_outputs, op->outputs, &first);
+    }
+    if (st == OPF_OK) {
+        st = opf_check_attrs(op, attrs);
+    }
+    if (st != OPF_OK) {
+        return st;
+    }
+    opf_shapes s = opf_shapes_of(op, inputs);
+    st = opf_run_checks(op, &s);
+    if (st == OPF_OK) {
+        st = opf_check_outputs(op, &s, inputs != NULL ? inputs : none, outputs);
+    }
+    if (st != OPF_OK) {
+        return st;
+    }
+    return op->compute(inputs != NULL ? inputs : none, outputs != NULL ? outputs : none, attrs);
+}

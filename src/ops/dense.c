@@ -1,0 +1,224 @@
+/*
+ * dense.c — the dense layer y = act(x·w + b) and its gradient, on the GEMM
+ * driver (gemm.c). x [N,K], w [K,M], b [M], y [N,M].
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "error.h"
+#include "gemm.h"
+#include "ops.h"
+#include "tensor.h"
+
+#define OPF_FLOAT_DTYPES (OPF_DTYPES_F32 | OPF_DTYPES_F64)
+#define OPF_ACTIVATION_ATTR                                                                                            \
+    {                                                                                                                  \
+        .name = "activation", .type = OPF_ATTR_ENUM, .default_value = {.i = OPF_ACT_NONE},                            \
+        .choices = {"none", "relu"}, .doc = "activation fused into the output"                                        \
+    }
+
+static opf_matrix opf_matrix_of(const opf_tensor *t) {
+    return (opf_matrix){opf_tensor_base(t), opf_tensor_stride(t, 0), opf_tensor_stride(t, 1)};
+}
+
+static opf_matrix opf_transposed(const opf_tensor *t) {
+    return (opf_matrix){opf_tensor_base(t), opf_tensor_stride(t, 1), opf_tensor_stride(t, 0)};
+}
+
+/* A contiguous copy of a 1-d tensor when it is strided (NULL if no copy is
+ * needed); *status is set on allocation failure. */
+static void *opf_contiguous_vector(const char *op, const opf_tensor *v, opf_status *status) {
+    *status = OPF_OK;
+    if (v == NULL || opf_tensor_is_contiguous(v)) {
+        return NULL;
+    }
+    size_t elem = opf_dtype_size(v->dtype);
+    char *copy = malloc((size_t)v->shape[0] * elem);
+    if (copy == NULL) {
+        *status = opf_fail(OPF_E_NOMEM, op, "cannot allocate a copy of %s", "the bias");
+        return NULL;
+    }
+    for (int64_t i = 0; i < v->shape[0]; i++) {
+        memcpy(copy + (size_t)i * elem, opf_tensor_base(v) + i * v->strides[0] * (int64_t)elem, elem);
+    }
+    return copy;
+}
+
+/* --- dense -------------------------------------------------------------------- */
+
+static opf_status dense_compute(const opf_tensor *const *in, const opf_tensor *const *out,
+                                const opf_attr_value *attrs) {
+    const opf_tensor *x = in[0], *w = in[1], *b = in[2], *y = out[0];
+    opf_status st;
+    void *bias_copy = opf_contiguous_vector("dense", b, &st);
+    if (st != OPF_OK) {
+        return st;
+    }
+    opf_gemm_args g = {
+        .dtype = y->dtype,
+        .m = x->shape[0],
+        .n = w->shape[1],
+        .k = x->shape[1],
+        .a = opf_matrix_of(x),
+        .b = opf_matrix_of(w),
+        .c = opf_tensor_base(y),
+        .rsc = opf_tensor_stride(y, 0),
+        .csc = opf_tensor_stride(y, 1),
+        .bias = bias_copy != NULL ? bias_copy : (b != NULL ? opf_tensor_base(b) : NULL),
+        .relu = attrs[0].i == OPF_ACT_RELU,
+    };
+    st = opf_gemm("dense", &g);
+    free(bias_copy);
+    return st;
+}
+
+const opf_op_def opf_op_dense = {
+    .name = "dense",
+    .doc = "Dense (fully connected) layer: y = activation(x @ w + b), bias and activation fused into the GEMM.",
+    .dtypes = OPF_FLOAT_DTYPES,
+    .num_inputs = 3,
+    .inputs = {{.name = "x", .doc = "inputs [N, K]"},
+               {.name = "w", .doc = "weights [K, M]"},
+               {.name = "b", .flags = OPF_ARG_OPTIONAL, .doc = "bias [M], optional"}},
+    .num_outputs = 1,
+    .outputs = {{.name = "y", .doc = "outputs [N, M]"}},
+    .output_shapes = {{.kind = OPF_SHAPE_DIMS, .rank = 2, .dims = {{0, 0}, {1, 1}}}},
+    .num_attrs = 1,
+    .attrs = {OPF_ACTIVATION_ATTR},
+    .num_checks = 5,
+    .checks = {{.kind = OPF_CHECK_RANK, .a = 0, .rank = 2},
+               {.kind = OPF_CHECK_RANK, .a = 1, .rank = 2},
+               {.kind = OPF_CHECK_RANK, .a = 2, .rank = 1},
+               {.kind = OPF_CHECK_DIM_EQ, .a = 0, .a_dim = 1, .b = 1, .b_dim = 0},
+               {.kind = OPF_CHECK_DIM_EQ, .a = 2, .a_dim = 0, .b = 1, .b_dim = 1}},
+    .num_grads = 1,
+    .grads = {{.op = "dense_grad",
+               .num_sources = 4,
+               .sources = {{OPF_FROM_GRAD, 0}, {OPF_FROM_INPUT, 0}, {OPF_FROM_INPUT, 1}, {OPF_FROM_OUTPUT, 0}},
+               .num_produces = 3,
+               .produces = {0, 1, 2}}},
+    .compute = dense_compute,
+};
+
+/* --- dense_grad ----------------------------------------------------------------- */
+
+/* db[j] = sum over rows of dz[:, j], accumulated in double in row order. */
+static opf_status opf_bias_grad(const opf_tensor *dz, const opf_tensor *db) {
+    int64_t n = dz->shape[0], m = dz->shape[1];
+    double *sum = calloc((size_t)(m > 0 ? m : 1), sizeof *sum);
+    if (sum == NULL) {
+        return opf_fail(OPF_E_NOMEM, "dense_grad", "cannot allocate %lld doubles for db", (long long)m);
+    }
+    int64_t rs = opf_tensor_stride(dz, 0), cs = opf_tensor_stride(dz, 1), ds = opf_tensor_stride(db, 0);
+    if (dz->dtype == OPF_F32) {
+        const float *src = (const float *)opf_tensor_base(dz);
+        for (int64_t i = 0; i < n; i++) {
+            for (int64_t j = 0; j < m; j++) {
+                sum[j] += src[i * rs + j * cs];
+            }
+        }
+        float *dst = (float *)opf_tensor_base(db);
+        for (int64_t j = 0; j < m; j++) {
+            dst[j * ds] = (float)sum[j];
+        }
+    } else {
+        const double *src = (const double *)opf_tensor_base(dz);
+        for (int64_t i = 0; i < n; i++) {
+            for (int64_t j = 0; j < m; j++) {
+                sum[j] += src[i * rs + j * cs];
+            }
+        }
+        double *dst = (double *)opf_tensor_base(db);
+        for (int64_t j = 0; j < m; j++) {
+            dst[j * ds] = sum[j];
+        }
+    }
+    free(sum);
+    return OPF_OK;
+}
+
+static opf_status dense_grad_compute(const opf_tensor *const *in, const opf_tensor *const *out,
+                                     const opf_attr_value *attrs) {
+    const opf_tensor *dy = in[0], *x = in[1], *w = in[2], *y = in[3];
+    const opf_tensor *dx = out[0], *dw = out[1], *db = out[2];
+    opf_tensor dz = *dy;
+    void *masked = NULL;
+    if (attrs[0].i == OPF_ACT_RELU) {
+        if (y == NULL) {
+            return opf_fail(OPF_E_INVALID, "dense_grad", "y (dense's output) is required when activation is relu");
+        }
+        /* dz = dy where y > 0: relu's gradient mask, applied by its kernel. */
+        size_t bytes = (size_t)opf_tensor_numel(dy) * opf_dtype_size(dy->dtype);
+        masked = malloc(bytes > 0 ? bytes : 1);
+        if (masked == NULL) {
+            return opf_fail(OPF_E_NOMEM, "dense_grad", "cannot allocate %zu bytes for the masked gradient", bytes);
+        }
+        dz = opf_tensor_make(masked, dy->dtype, 2, dy->shape);
+        opf_eltwise_run((opf_eltwise_op){OPF_K_f32_relu_grad, OPF_K_f64_relu_grad}, (const opf_tensor *[]){dy, y}, &dz,
+                        0.0);
+    }
+    opf_status st = OPF_OK;
+    if (dx != NULL) { /* dx = dz · wᵀ */
+        opf_gemm_args g = {.dtype = dy->dtype, .m = dz.shape[0], .n = w->shape[0], .k = dz.shape[1],
+                           .a = opf_matrix_of(&dz), .b = opf_transposed(w), .c = opf_tensor_base(dx),
+                           .rsc = opf_tensor_stride(dx, 0), .csc = opf_tensor_stride(dx, 1)};
+        st = opf_gemm("dense_grad", &g);
+    }
+    if (st == OPF_OK && dw != NULL) { /* dw = xᵀ · dz */
+        opf_gemm_args g = {.dtype = dy->dtype, .m = x->shape[1], .n = dz.shape[1], .k = x->shape[0],
+                           .a = opf_transposed(x), .b = opf_matrix_of(&dz), .c = opf_tensor_base(dw),
+                           .rsc = opf_tensor_stride(dw, 0), .csc = opf_tensor_stride(dw, 1)};
+        st = opf_gemm("dense_grad", &g);
+    }
+    if (st == OPF_OK && db != NULL) {
+        st = opf_bias_grad(&dz, db);
+    }
+    free(masked);
+    return st;
+}
+
+const opf_op_def opf_op_dense_grad = {
+    .name = "dense_grad",
+    .doc = "Gradients of dense: with dz = dy masked by y > 0 for relu, dx = dz @ w.T, dw = x.T @ dz, "
+           "db = dz summed over rows.",
+    .dtypes = OPF_FLOAT_DTYPES,
+    .num_inputs = 4,
+    .inputs = {{.name = "dy", .doc = "gradient of dense's output [N, M]"},
+               {.name = "x", .doc = "dense's input [N, K]"},
+               {.name = "w", .doc = "dense's weights [K, M]"},
+               {.name = "y", .flags = OPF_ARG_OPTIONAL, .doc = "dense's output [N, M]; required for relu"}},
+    .num_outputs = 3,
+    .outputs = {{.name = "dx", .flags = OPF_ARG_OPTIONAL, .doc = "gradient of x [N, K]"},
+                {.name = "dw", .flags = OPF_ARG_OPTIONAL, .doc = "gradient of w [K, M]"},
+                {.name = "db", .flags = OPF_ARG_OPTIONAL, .doc = "gradient of b [M]"}},
+    .output_shapes = {{.kind = OPF_SHAPE_LIKE, .like = 1},
+                      {.kind = OPF_SHAPE_LIKE, .like = 2},
+                      {.kind = OPF_SHAPE_DIMS, .rank = 1, .dims = {{0, 1}}}},
+    .num_attrs = 1,
+    .attrs = {OPF_ACTIVATION_ATTR},
+    .num_checks = 7,
+    .checks = {{.kind = OPF_CHECK_RANK, .a = 0, .rank = 2},
+               {.kind = OPF_CHECK_RANK, .a = 1, .rank = 2},
+               {.kind = OPF_CHECK_RANK, .a = 2, .rank = 2},
+               {.kind = OPF_CHECK_DIM_EQ, .a = 1, .a_dim = 1, .b = 2, .b_dim = 0},
+               {.kind = OPF_CHECK_DIM_EQ, .a = 0, .a_dim = 0, .b = 1, .b_dim = 0},
+               {.kind = OPF_CHECK_DIM_EQ, .a = 0, .a_dim = 1, .b = 2, .b_dim = 1},
+               {.kind = OPF_CHECK_SAME_SHAPE, .a = 3, .b = 0}},
+    .compute = dense_grad_compute,
+};
+
+/* --- typed entry points ----------------------------------------------------------- */
+
+opf_status opf_dense(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b, opf_activation activation,
+                     const opf_tensor *y) {
+    return opf_op_run(&opf_op_dense, (const opf_tensor *[]){x, w, b}, (const opf_tensor *[]){y},
+                      (const opf_attr_value[]){{.i = activation}});
+}
+
+opf_status opf_dense_grad(const opf_tensor *dy, const opf_tensor *x, const opf_tensor *w, const opf_tensor *y,
+                          opf_activation activation, const opf_tensor *dx, const opf_tensor *dw,
+                          const opf_tensor *db) {
+    return opf_op_run(&opf_op_dense_grad, (const opf_tensor *[]){dy, x, w, y}, (const opf_tensor *[]){dx, dw, db},
+                      (const opf_attr_value[]){{.i = activation}});
+}

@@ -1,0 +1,171 @@
+/*
+ * gemm.c — a BLIS-style GEMM driver: the loops around the micro-kernel.
+ *
+ *   for each thread's range of columns of C (jc):
+ *     for each KC-deep slice of k (pc):         pack B[pc, jc] into NR-wide panels
+ *       for each MC-tall block of rows (ic):    pack A[ic, pc] into MR-tall panels
+ *         for each panel pair (jr, ir):         micro-kernel on an MR x NR block of C
+ *
+ * The bias is added by the micro-kernel on the first k-slice and the ReLU
+ * applied on the last, so both are fused into stores of C. Threads split the
+ * columns of C, never k, so results do not depend on the thread count.
+ */
+#include "gemm.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "kernels.h"
+#include "threadpool.h"
+
+/* Cache blocking (elements): a KC x NR B panel and an MR x KC A panel stay in
+ * L1, an MC x KC block of A in L2. */
+enum { OPF_KC = 256, OPF_MC = 128, OPF_NC = 2048 };
+
+typedef struct opf_gemm_job {
+    const opf_gemm_args *args;
+    size_t elem;
+    size_t mr, nr;
+    opf_any_ukernel ukernel;
+    /* Per-task packing buffers, handed out by `next_slot`. */
+    char *buffers;
+    size_t buffer_bytes, a_bytes;
+    atomic_int next_slot;
+} opf_gemm_job;
+
+static const char *opf_at(const opf_matrix *m, size_t elem, int64_t row, int64_t col) {
+    return (const char *)m->data + (row * m->rs + col * m->cs) * (int64_t)elem;
+}
+
+/* Packs rows [row0, row0+rows) x k-slice [p0, p0+kc) of A into MR-tall panels:
+ * panel r holds kc steps of MR values, zero padded. */
+static void opf_pack_a(const opf_gemm_job *job, int64_t row0, int64_t rows, int64_t p0, int64_t kc, char *dst) {
+    const size_t elem = job->elem, mr = job->mr;
+    const opf_matrix *a = &job->args->a;
+    for (int64_t r = 0; r < rows; r += (int64_t)mr) {
+        for (int64_t p = 0; p < kc; p++) {
+            for (size_t i = 0; i < mr; i++) {
+                if (r + (int64_t)i < rows) {
+                    memcpy(dst, opf_at(a, elem, row0 + r + (int64_t)i, p0 + p), elem);
+                } else {
+                    memset(dst, 0, elem);
+                }
+                dst += elem;
+            }
+        }
+    }
+}
+
+/* Packs k-slice [p0, p0+kc) x columns [col0, col0+cols) of B into NR-wide
+ * panels: panel c holds kc steps of NR values, zero padded. */
+static void opf_pack_b(const opf_gemm_job *job, int64_t p0, int64_t kc, int64_t col0, int64_t cols, char *dst) {
+    const size_t elem = job->elem, nr = job->nr;
+    const opf_matrix *b = &job->args->b;
+    for (int64_t c = 0; c < cols; c += (int64_t)nr) {
+        for (int64_t p = 0; p < kc; p++) {
+            const char *src = opf_at(b, elem, p0 + p, col0 + c);
+            int64_t valid = cols - c < (int64_t)nr ? cols - c : (int64_t)nr;
+            if (b->cs == 1) {
+                memcpy(dst, src, (size_t)valid * elem);
+            } else {
+                for (int64_t j = 0; j < valid; j++) {
+                    memcpy(dst + (size_t)j * elem, src + j * b->cs * (int64_t)elem, elem);
+                }
+            }
+            memset(dst + (size_t)valid * elem, 0, (nr - (size_t)valid) * elem);
+            dst += nr * elem;
+        }
+    }
+}
+
+static void opf_call_ukernel(const opf_gemm_job *job, size_t kc, const char *a, const char *b, int64_t row,
+                             int64_t col, size_t mr, size_t nr, const char *bias, int accumulate, int relu) {
+    const opf_gemm_args *g = job->args;
+    char *c = (char *)g->c + (row * g->rsc + col * g->csc) * (int64_t)job->elem;
+    if (g->dtype == OPF_F32) {
+        ((opf_f32_gemm_ukernel)job->ukernel)(kc, (const float *)a, (const float *)b, (float *)c, g->rsc, g->csc, mr,
+                                             nr, (const float *)bias, accumulate, relu);
+    } else {
+        ((opf_f64_gemm_ukernel)job->ukernel)(kc, (const double *)a, (const double *)b, (double *)c, g->rsc, g->csc,
+                                             mr, nr, (const double *)bias, accumulate, relu);
+    }
+}
+
+/* Columns [col_begin, col_end) of C; ranges are in units of NR columns. */
+static void opf_gemm_columns(void *ctx, int64_t begin, int64_t end) {
+    opf_gemm_job *job = ctx;
+    const opf_gemm_args *g = job->args;
+    const int64_t nr = (int64_t)job->nr, mr = (int64_t)job->mr;
+    const int64_t col_begin = begin * nr, col_end = end * nr < g->n ? end * nr : g->n;
+    char *buffer = job->buffers + (size_t)atomic_fetch_add(&job->next_slot, 1) * job->buffer_bytes;
+    char *packed_a = buffer, *packed_b = buffer + job->a_bytes;
+    const int64_t k_slices = g->k == 0 ? 1 : (g->k + OPF_KC - 1) / OPF_KC;
+
+    for (int64_t jc = col_begin; jc < col_end; jc += OPF_NC) {
+        int64_t nc = col_end - jc < OPF_NC ? col_end - jc : OPF_NC;
+        for (int64_t slice = 0; slice < k_slices; slice++) {
+            int64_t pc = slice * OPF_KC;
+            int64_t kc = g->k - pc < OPF_KC ? g->k - pc : OPF_KC;
+            int first = slice == 0, last = slice == k_slices - 1;
+            opf_pack_b(job, pc, kc, jc, nc, packed_b);
+            for (int64_t ic = 0; ic < g->m; ic += OPF_MC) {
+                int64_t mc = g->m - ic < OPF_MC ? g->m - ic : OPF_MC;
+                opf_pack_a(job, ic, mc, pc, kc, packed_a);
+                for (int64_t jr = 0; jr < nc; jr += nr) {
+                    size_t nr_valid = (size_t)(nc - jr < nr ? nc - jr : nr);
+                    const char *b_panel = packed_b + (size_t)(jr / nr) * (size_t)kc * job->nr * job->elem;
+                    const char *bias =
+                        first && g->bias != NULL ? (const char *)g->bias + (jc + jr) * (int64_t)job->elem : NULL;
+                    for (int64_t ir = 0; ir < mc; ir += mr) {
+                        size_t mr_valid = (size_t)(mc - ir < mr ? mc - ir : mr);
+                        const char *a_panel = packed_a + (size_t)(ir / mr) * (size_t)kc * job->mr * job->elem;
+                        opf_call_ukernel(job, (size_t)kc, a_panel, b_panel, ic + ir, jc + jr, mr_valid, nr_valid, bias,
+                                         !first, last && g->relu);
+                    }
+                }
+            }
+        }
+    }
+}
+
+opf_status opf_gemm(const char *op, const opf_gemm_args *args) {
+    if (args->m == 0 || args->n == 0) {
+        return OPF_OK;
+    }
+    const opf_kernels *kernels = opf_kernels_get();
+    opf_gemm_job job = {.args = args, .elem = opf_dtype_size(args->dtype)};
+    if (args->dtype == OPF_F32) {
+        job.ukernel = (opf_any_ukernel)kernels->f32_gemm.ukernel;
+        job.mr = kernels->f32_gemm.mr;
+        job.nr = kernels->f32_gemm.nr;
+    } else {
+        job.ukernel = (opf_any_ukernel)kernels->f64_gemm.ukernel;
+        job.mr = kernels->f64_gemm.mr;
+        job.nr = kernels->f64_gemm.nr;
+    }
+    const int64_t kc_max = args->k < OPF_KC ? (args->k > 0 ? args->k : 1) : OPF_KC;
+    const int64_t panels = (args->n + (int64_t)job.nr - 1) / (int64_t)job.nr;
+    const int64_t nc_max = OPF_NC < panels * (int64_t)job.nr ? OPF_NC : panels * (int64_t)job.nr;
+    const int64_t mc_max = args->m < OPF_MC ? args->m : OPF_MC;
+    /* Enough work per thread to pay for its own packing of A: ~64 columns
+     * of a big product, more for small ones. */
+    int64_t flops_per_panel = 2 * args->m * (args->k > 0 ? args->k : 1) * (int64_t)job.nr;
+    int64_t grain = (1 << 20) / (flops_per_panel > 0 ? flops_per_panel : 1) + 1;
+    int64_t tasks = opf_parallel_chunks(panels, grain);
+
+    job.a_bytes = ((size_t)((mc_max + (int64_t)job.mr - 1) / (int64_t)job.mr) * job.mr * (size_t)kc_max * job.elem +
+                   63) / 64 * 64;
+    size_t b_bytes = (size_t)((nc_max + (int64_t)job.nr - 1) / (int64_t)job.nr) * job.nr * (size_t)kc_max * job.elem;
+    job.buffer_bytes = (job.a_bytes + b_bytes + 63) / 64 * 64;
+    job.buffers = aligned_alloc(64, job.buffer_bytes * (size_t)(tasks > 0 ? tasks : 1));
+    if (job.buffers == NULL) {
+        return opf_fail(OPF_E_NOMEM, op, "cannot allocate %zu bytes of packing buffers",
+                        job.buffer_bytes * (size_t)tasks);
+    }
+    atomic_init(&job.next_slot, 0);
+    opf_parallel_for_max(panels, grain, tasks > 0 ? tasks : 1, opf_gemm_columns, &job);
+    free(job.buffers);
+    return OPF_OK;
+}
