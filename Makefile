@@ -22,6 +22,8 @@ BASE_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC -pthread -fvisibility=hi
 INCLUDES := -Iinclude -Isrc/core -Isrc/kernels -Isrc/ops
 OPT ?= -O2 -g
 LDLIBS := -pthread -lm
+# `make V=1` echoes every compiler command.
+Q := $(if $(V),,@)
 
 CORE_SRC := $(wildcard src/core/*.c) $(wildcard src/ops/*.c)
 # Each ISA's kernels are compiled with that ISA's flags only (one binary runs
@@ -57,7 +59,8 @@ kernel_isa = $(word 3,$(subst /, ,$(1)))
 
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) -c $< -o $@
+	@echo "  CC      $<"
+	$(Q)$(CC) $(BASE_CFLAGS) $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) -c $< -o $@
 
 $(LIB_SO): $(OBJ)
 	$(CC) -shared -Wl,-soname,libopforge.so.$(SOVERSION) -Wl,--version-script=src/libopforge.map -o $@ $^ $(LDLIBS)
@@ -82,7 +85,8 @@ $(BUILD)/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(LIB_A)
 
 $(BUILD)/asan/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O1 -g $(SANITIZE) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) -c $< -o $@
+	@echo "  CC asan $<"
+	$(Q)$(CC) $(BASE_CFLAGS) -O1 -g $(SANITIZE) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) -c $< -o $@
 
 $(ASAN_A): $(ASAN_OBJ)
 	rm -f $@

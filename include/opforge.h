@@ -51,12 +51,12 @@ extern "C" {
  * version is rejected by opf_op_table_validate(). */
 #define OPF_TABLE_ABI_VERSION 1
 
-#define OPF_MAX_RANK 16   /* highest tensor rank any op accepts */
-#define OPF_MAX_ARGS 8    /* inputs or outputs per op */
-#define OPF_MAX_ATTRS 8   /* attributes per op */
-#define OPF_MAX_CHECKS 8  /* shape checks per op */
-#define OPF_MAX_GRADS 4   /* gradient rules per op */
-#define OPF_MAX_CHOICES 8 /* names of one enum attribute */
+#define OPF_MAX_RANK 16     /* highest tensor rank any op accepts */
+#define OPF_MAX_ARGS 8      /* inputs or outputs per op */
+#define OPF_MAX_ATTRS 8     /* attributes per op */
+#define OPF_MAX_CHECKS 8    /* shape checks per op */
+#define OPF_MAX_GRADS 4     /* gradient rules per op */
+#define OPF_MAX_CHOICES 8   /* names of one enum attribute */
 #define OPF_MAX_RULE_RANK 4 /* rank of an output described dim by dim */
 
 /* ------------------------------------------------------------------------ */
@@ -93,10 +93,10 @@ OPF_API const char *opf_version(void);
  * yet. */
 typedef enum opf_dtype {
     OPF_DTYPE_INVALID = 0,
-    OPF_F16 = 0x00011002,  /* kDLFloat, 16 bits (reserved) */
-    OPF_F32 = 0x00012002,  /* kDLFloat, 32 bits */
-    OPF_F64 = 0x00014002,  /* kDLFloat, 64 bits */
-    OPF_BF16 = 0x00011004  /* kDLBfloat, 16 bits (reserved) */
+    OPF_F16 = 0x00011002, /* kDLFloat, 16 bits (reserved) */
+    OPF_F32 = 0x00012002, /* kDLFloat, 32 bits */
+    OPF_F64 = 0x00014002, /* kDLFloat, 64 bits */
+    OPF_BF16 = 0x00011004 /* kDLBfloat, 16 bits (reserved) */
 } opf_dtype;
 
 /* Bits of opf_op_def.dtypes. */
@@ -227,8 +227,9 @@ typedef struct opf_grad_def {
 } opf_grad_def;
 
 /* Flags of an op. */
-#define OPF_OP_ELEMENTWISE 1 /* output element i depends on input elements i only;
-                                an output may then be exactly an input (in place) */
+#define OPF_OP_ELEMENTWISE                                                                                             \
+    1 /* output element i depends on input elements i only;                                                            \
+         an output may then be exactly an input (in place) */
 
 /* The compute function of a row. It is called only by opf_op_run(), after
  * every check the row declares has passed: dtypes supported and equal, devices
@@ -308,8 +309,8 @@ OPF_API opf_status opf_scale(const opf_tensor *x, double alpha, const opf_tensor
 /* y = a + b; a and b must have the same shape. */
 OPF_API opf_status opf_add(const opf_tensor *a, const opf_tensor *b, const opf_tensor *y);
 /* y = act(x·w + b); x [N,K], w [K,M], b [M] or NULL, y [N,M]. */
-OPF_API opf_status opf_dense(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b,
-                             opf_activation activation, const opf_tensor *y);
+OPF_API opf_status opf_dense(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b, opf_activation activation,
+                             const opf_tensor *y);
 /* Gradients of dense. dy [N,M]; y is dense's output, needed when activation
  * is relu (NULL otherwise). Any of dx [N,K], dw [K,M], db [M] may be NULL
  * and is then not computed. */

@@ -14,11 +14,8 @@
 enum { OPF_ISA_COUNT = OPF_ISA_NEON + 1 };
 
 static const char *const opf_isa_names[OPF_ISA_COUNT] = {
-    [OPF_ISA_SCALAR] = "scalar",
-    [OPF_ISA_PORTABLE] = "portable",
-    [OPF_ISA_AVX2] = "avx2",
-    [OPF_ISA_AVX512] = "avx512",
-    [OPF_ISA_NEON] = "neon",
+    [OPF_ISA_SCALAR] = "scalar", [OPF_ISA_PORTABLE] = "portable", [OPF_ISA_AVX2] = "avx2",
+    [OPF_ISA_AVX512] = "avx512", [OPF_ISA_NEON] = "neon",
 };
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -72,7 +69,8 @@ static const struct {
     opf_dtype dtype;
 } opf_slot_info[OPF_K_COUNT] = {
 #define OPF_ELTWISE_UKERNEL(isa, dtype, op, arity, fn) OPF_SLOT_INFO_IF_##isa(dtype, op, arity)
-#define OPF_SLOT_INFO_IF_SCALAR(dtype, op, arity) [OPF_K_##dtype##_##op] = {OPF_ISA_SCALAR, OPF_ARITY_##arity, OPF_DTYPE_##dtype},
+#define OPF_SLOT_INFO_IF_SCALAR(dtype, op, arity)                                                                      \
+    [OPF_K_##dtype##_##op] = {OPF_ISA_SCALAR, OPF_ARITY_##arity, OPF_DTYPE_##dtype},
 #define OPF_SLOT_INFO_IF_PORTABLE(dtype, op, arity)
 #define OPF_SLOT_INFO_IF_AVX2(dtype, op, arity)
 #define OPF_SLOT_INFO_IF_AVX512(dtype, op, arity)

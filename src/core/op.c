@@ -83,10 +83,10 @@ static opf_status opf_run_check(const opf_op_def *op, const opf_check *c, const 
             return st;
         }
         if (!opf_dims_agree(s->dims[c->a][da], s->dims[c->b][db])) {
-            return opf_fail(OPF_E_SHAPE, op->name, "shape mismatch: %s is %s, %s is %s; dim %d of %s must equal dim %d of %s",
-                            a_name, opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf), op->inputs[c->b].name,
-                            opf_format_dims(s->ndim[c->b], s->dims[c->b], bbuf), (int)da, a_name, (int)db,
-                            op->inputs[c->b].name);
+            return opf_fail(
+                OPF_E_SHAPE, op->name, "shape mismatch: %s is %s, %s is %s; dim %d of %s must equal dim %d of %s",
+                a_name, opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf), op->inputs[c->b].name,
+                opf_format_dims(s->ndim[c->b], s->dims[c->b], bbuf), (int)da, a_name, (int)db, op->inputs[c->b].name);
         }
         return OPF_OK;
     }
@@ -223,7 +223,8 @@ static opf_status opf_check_outputs(const opf_op_def *op, const opf_shapes *s, c
                                     const opf_tensor *const *outputs) {
     for (int32_t i = 0; i < op->num_inputs; i++) {
         if ((op->inputs[i].flags & OPF_ARG_MUTATED) && inputs[i] != NULL && opf_tensor_self_overlaps(inputs[i])) {
-            return opf_fail(OPF_E_LAYOUT, op->name, "%s is written in place but has overlapping elements (a zero or overlapping stride)",
+            return opf_fail(OPF_E_LAYOUT, op->name,
+                            "%s is written in place but has overlapping elements (a zero or overlapping stride)",
                             op->inputs[i].name);
         }
     }

@@ -88,8 +88,8 @@ static opf_status opf_validate_shapes(const opf_op_def *op) {
             ok = opf_in_range(r->dims[d].input, op->num_inputs);
         }
         if (!ok) {
-            return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': the shape rule of output '%s' is invalid",
-                            op->name, op->outputs[o].name);
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': the shape rule of output '%s' is invalid", op->name,
+                            op->outputs[o].name);
         }
     }
     return OPF_OK;
@@ -116,8 +116,8 @@ static opf_status opf_validate_grads(const opf_op_table *table, const opf_op_def
         if (rule->op != NULL) {
             const opf_op_def *grad_op = opf_op_find(table, rule->op);
             if (grad_op == NULL) {
-                return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': gradient op '%s' is not in table '%s'",
-                                op->name, rule->op, table->name);
+                return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': gradient op '%s' is not in table '%s'", op->name,
+                                rule->op, table->name);
             }
             want_sources = grad_op->num_inputs;
             want_produces = grad_op->num_outputs;
@@ -156,8 +156,7 @@ static opf_status opf_validate_op(const opf_op_table *table, const opf_op_def *o
         return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' has no compute function", op->name);
     }
     if (op->dtypes == 0 || (op->dtypes & ~(uint32_t)(OPF_DTYPES_F32 | OPF_DTYPES_F64)) != 0) {
-        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' has invalid dtypes 0x%x", op->name,
-                        (unsigned)op->dtypes);
+        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' has invalid dtypes 0x%x", op->name, (unsigned)op->dtypes);
     }
     opf_status st = opf_validate_args(op, "inputs", op->num_inputs, op->inputs);
     if (st == OPF_OK) {

@@ -46,9 +46,9 @@ const char *opf_format_dims(int32_t ndim, const int64_t *shape, char buf[OPF_SHA
     size_t used = 0;
     buf[used++] = '[';
     for (int32_t d = 0; d < ndim && d < OPF_MAX_RANK; d++) {
-        int n = shape[d] < 0 ? snprintf(buf + used, OPF_SHAPE_STR_CAPACITY - used, "%s?", d ? "," : "")
-                             : snprintf(buf + used, OPF_SHAPE_STR_CAPACITY - used, "%s%lld", d ? "," : "",
-                                        (long long)shape[d]);
+        int n = shape[d] < 0
+                    ? snprintf(buf + used, OPF_SHAPE_STR_CAPACITY - used, "%s?", d ? "," : "")
+                    : snprintf(buf + used, OPF_SHAPE_STR_CAPACITY - used, "%s%lld", d ? "," : "", (long long)shape[d]);
         if (n < 0 || (size_t)n >= OPF_SHAPE_STR_CAPACITY - used) {
             break;
         }
@@ -109,8 +109,7 @@ opf_status opf_tensor_check(const char *op, const char *name, const opf_tensor *
         return OPF_OK;
     }
     if (t->data == NULL) {
-        return opf_fail(OPF_E_INVALID, op, "%s has %lld elements but its data pointer is NULL", name,
-                        (long long)numel);
+        return opf_fail(OPF_E_INVALID, op, "%s has %lld elements but its data pointer is NULL", name, (long long)numel);
     }
     if ((uintptr_t)opf_tensor_base(t) % elem != 0) {
         return opf_fail(OPF_E_LAYOUT, op, "%s data is not aligned to its element size (%zu bytes)", name, elem);

@@ -32,8 +32,7 @@ typedef struct opf_f64_params {
 typedef void (*opf_f32_unary_ukernel)(size_t n, const float *x, float *y, const opf_f32_params *p);
 typedef void (*opf_f64_unary_ukernel)(size_t n, const double *x, double *y, const opf_f64_params *p);
 typedef void (*opf_f32_binary_ukernel)(size_t n, const float *a, const float *b, float *y, const opf_f32_params *p);
-typedef void (*opf_f64_binary_ukernel)(size_t n, const double *a, const double *b, double *y,
-                                       const opf_f64_params *p);
+typedef void (*opf_f64_binary_ukernel)(size_t n, const double *a, const double *b, double *y, const opf_f64_params *p);
 
 /* GEMM micro-kernel, for one MR x NR block of C:
  *   C = (accumulate ? C : bias) + A_panel · B_panel;  then, if apply_relu, C = max(C, 0)
@@ -45,9 +44,8 @@ typedef void (*opf_f64_binary_ukernel)(size_t n, const double *a, const double *
  * apply_relu on the last, so both are fused into the micro-kernel's store. */
 typedef void (*opf_f32_gemm_ukernel)(size_t k, const float *a, const float *b, float *c, int64_t rsc, int64_t csc,
                                      size_t mr, size_t nr, const float *bias, int accumulate, int apply_relu);
-typedef void (*opf_f64_gemm_ukernel)(size_t k, const double *a, const double *b, double *c, int64_t rsc,
-                                     int64_t csc, size_t mr, size_t nr, const double *bias, int accumulate,
-                                     int apply_relu);
+typedef void (*opf_f64_gemm_ukernel)(size_t k, const double *a, const double *b, double *c, int64_t rsc, int64_t csc,
+                                     size_t mr, size_t nr, const double *bias, int accumulate, int apply_relu);
 
 typedef struct opf_gemm_f32_config {
     opf_f32_gemm_ukernel ukernel;
@@ -69,7 +67,7 @@ typedef struct opf_gemm_f64_config {
 #undef OPF_ELTWISE_UKERNEL
 
 #define OPF_GEMM_UKERNEL(isa, dtype, mr, nr, fn)                                                                       \
-    void fn(size_t k, const OPF_CTYPE_##dtype *a, const OPF_CTYPE_##dtype *b, OPF_CTYPE_##dtype *c, int64_t rsc,      \
+    void fn(size_t k, const OPF_CTYPE_##dtype *a, const OPF_CTYPE_##dtype *b, OPF_CTYPE_##dtype *c, int64_t rsc,       \
             int64_t csc, size_t mr_, size_t nr_, const OPF_CTYPE_##dtype *bias, int accumulate, int apply_relu);
 #define OPF_CTYPE_f32 float
 #define OPF_CTYPE_f64 double

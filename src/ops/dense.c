@@ -14,8 +14,8 @@
 #define OPF_FLOAT_DTYPES (OPF_DTYPES_F32 | OPF_DTYPES_F64)
 #define OPF_ACTIVATION_ATTR                                                                                            \
     {                                                                                                                  \
-        .name = "activation", .type = OPF_ATTR_ENUM, .default_value = {.i = OPF_ACT_NONE},                            \
-        .choices = {"none", "relu"}, .doc = "activation fused into the output"                                        \
+        .name = "activation", .type = OPF_ATTR_ENUM, .default_value = {.i = OPF_ACT_NONE},                             \
+        .choices = {"none", "relu"}, .doc = "activation fused into the output"                                         \
     }
 
 static opf_matrix opf_matrix_of(const opf_tensor *t) {
@@ -160,15 +160,27 @@ static opf_status dense_grad_compute(const opf_tensor *const *in, const opf_tens
     }
     opf_status st = OPF_OK;
     if (dx != NULL) { /* dx = dz · wᵀ */
-        opf_gemm_args g = {.dtype = dy->dtype, .m = dz.shape[0], .n = w->shape[0], .k = dz.shape[1],
-                           .a = opf_matrix_of(&dz), .b = opf_transposed(w), .c = opf_tensor_base(dx),
-                           .rsc = opf_tensor_stride(dx, 0), .csc = opf_tensor_stride(dx, 1)};
+        opf_gemm_args g = {.dtype = dy->dtype,
+                           .m = dz.shape[0],
+                           .n = w->shape[0],
+                           .k = dz.shape[1],
+                           .a = opf_matrix_of(&dz),
+                           .b = opf_transposed(w),
+                           .c = opf_tensor_base(dx),
+                           .rsc = opf_tensor_stride(dx, 0),
+                           .csc = opf_tensor_stride(dx, 1)};
         st = opf_gemm("dense_grad", &g);
     }
     if (st == OPF_OK && dw != NULL) { /* dw = xᵀ · dz */
-        opf_gemm_args g = {.dtype = dy->dtype, .m = x->shape[1], .n = dz.shape[1], .k = x->shape[0],
-                           .a = opf_transposed(x), .b = opf_matrix_of(&dz), .c = opf_tensor_base(dw),
-                           .rsc = opf_tensor_stride(dw, 0), .csc = opf_tensor_stride(dw, 1)};
+        opf_gemm_args g = {.dtype = dy->dtype,
+                           .m = x->shape[1],
+                           .n = dz.shape[1],
+                           .k = x->shape[0],
+                           .a = opf_transposed(x),
+                           .b = opf_matrix_of(&dz),
+                           .c = opf_tensor_base(dw),
+                           .rsc = opf_tensor_stride(dw, 0),
+                           .csc = opf_tensor_stride(dw, 1)};
         st = opf_gemm("dense_grad", &g);
     }
     if (st == OPF_OK && db != NULL) {
@@ -217,8 +229,7 @@ opf_status opf_dense(const opf_tensor *x, const opf_tensor *w, const opf_tensor 
 }
 
 opf_status opf_dense_grad(const opf_tensor *dy, const opf_tensor *x, const opf_tensor *w, const opf_tensor *y,
-                          opf_activation activation, const opf_tensor *dx, const opf_tensor *dw,
-                          const opf_tensor *db) {
+                          opf_activation activation, const opf_tensor *dx, const opf_tensor *dw, const opf_tensor *db) {
     return opf_op_run(&opf_op_dense_grad, (const opf_tensor *[]){dy, x, w, y}, (const opf_tensor *[]){dx, dw, db},
                       (const opf_attr_value[]){{.i = activation}});
 }

@@ -12,8 +12,7 @@
 
 /* --- relu ---------------------------------------------------------------- */
 
-static opf_status relu_compute(const opf_tensor *const *in, const opf_tensor *const *out,
-                               const opf_attr_value *attrs) {
+static opf_status relu_compute(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *attrs) {
     (void)attrs;
     return opf_eltwise_run((opf_eltwise_op){OPF_K_f32_relu, OPF_K_f64_relu}, in, out[0], 0.0);
 }
@@ -114,8 +113,7 @@ const opf_op_def opf_op_scale = {
 
 /* --- add ------------------------------------------------------------------- */
 
-static opf_status add_compute(const opf_tensor *const *in, const opf_tensor *const *out,
-                              const opf_attr_value *attrs) {
+static opf_status add_compute(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *attrs) {
     (void)attrs;
     return opf_eltwise_run((opf_eltwise_op){OPF_K_f32_add, OPF_K_f64_add}, in, out[0], 0.0);
 }

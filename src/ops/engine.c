@@ -15,9 +15,9 @@
 #include "threadpool.h"
 
 enum {
-    OPF_MAX_OPERANDS = 3,     /* two inputs and the output */
+    OPF_MAX_OPERANDS = 3,        /* two inputs and the output */
     OPF_ELTWISE_GRAIN = 1 << 16, /* elements per chunk at least: thread start-up is ~10 us */
-    OPF_BLOCK = 256           /* elements per gathered block */
+    OPF_BLOCK = 256              /* elements per gathered block */
 };
 
 typedef struct opf_eltwise_job {

@@ -80,16 +80,16 @@ static void opf_pack_b(const opf_gemm_job *job, int64_t p0, int64_t kc, int64_t 
     }
 }
 
-static void opf_call_ukernel(const opf_gemm_job *job, size_t kc, const char *a, const char *b, int64_t row,
-                             int64_t col, size_t mr, size_t nr, const char *bias, int accumulate, int relu) {
+static void opf_call_ukernel(const opf_gemm_job *job, size_t kc, const char *a, const char *b, int64_t row, int64_t col,
+                             size_t mr, size_t nr, const char *bias, int accumulate, int relu) {
     const opf_gemm_args *g = job->args;
     char *c = (char *)g->c + (row * g->rsc + col * g->csc) * (int64_t)job->elem;
     if (g->dtype == OPF_F32) {
-        ((opf_f32_gemm_ukernel)job->ukernel)(kc, (const float *)a, (const float *)b, (float *)c, g->rsc, g->csc, mr,
-                                             nr, (const float *)bias, accumulate, relu);
+        ((opf_f32_gemm_ukernel)job->ukernel)(kc, (const float *)a, (const float *)b, (float *)c, g->rsc, g->csc, mr, nr,
+                                             (const float *)bias, accumulate, relu);
     } else {
-        ((opf_f64_gemm_ukernel)job->ukernel)(kc, (const double *)a, (const double *)b, (double *)c, g->rsc, g->csc,
-                                             mr, nr, (const double *)bias, accumulate, relu);
+        ((opf_f64_gemm_ukernel)job->ukernel)(kc, (const double *)a, (const double *)b, (double *)c, g->rsc, g->csc, mr,
+                                             nr, (const double *)bias, accumulate, relu);
     }
 }
 
@@ -155,8 +155,9 @@ opf_status opf_gemm(const char *op, const opf_gemm_args *args) {
     int64_t grain = (1 << 20) / (flops_per_panel > 0 ? flops_per_panel : 1) + 1;
     int64_t tasks = opf_parallel_chunks(panels, grain);
 
-    job.a_bytes = ((size_t)((mc_max + (int64_t)job.mr - 1) / (int64_t)job.mr) * job.mr * (size_t)kc_max * job.elem +
-                   63) / 64 * 64;
+    job.a_bytes =
+        ((size_t)((mc_max + (int64_t)job.mr - 1) / (int64_t)job.mr) * job.mr * (size_t)kc_max * job.elem + 63) / 64 *
+        64;
     size_t b_bytes = (size_t)((nc_max + (int64_t)job.nr - 1) / (int64_t)job.nr) * job.nr * (size_t)kc_max * job.elem;
     job.buffer_bytes = (job.a_bytes + b_bytes + 63) / 64 * 64;
     job.buffers = aligned_alloc(64, job.buffer_bytes * (size_t)(tasks > 0 ? tasks : 1));
