@@ -26,6 +26,15 @@ LDLIBS := -pthread -lm
 Q := $(if $(V),,@)
 
 CORE_SRC := $(wildcard src/core/*.c) $(wildcard src/ops/*.c)
+
+# CUDA (cuda.mk): when nvcc is found, CUDA_ENABLED=1 and cuda.mk sets
+# CUDA_OBJ (objects added to libopforge), CUDA_DEFS (-DOPF_HAVE_CUDA, for the
+# C sources of the normal build) and CUDA_LDLIBS. `make CUDA=0` builds without.
+include cuda.mk
+ifeq ($(CUDA_ENABLED),1)
+CORE_SRC := $(filter-out src/core/cuda_none.c,$(CORE_SRC))
+endif
+ASAN_CORE_SRC := $(wildcard src/core/*.c) $(wildcard src/ops/*.c)
 # Each ISA's kernels are compiled with that ISA's flags only (one binary runs
 # everywhere; dispatch picks at run time).
 KERNEL_FLAGS_scalar := -O2 -fno-tree-vectorize
@@ -35,7 +44,8 @@ KERNEL_SRC := $(foreach isa,$(KERNEL_ISAS),$(wildcard src/kernels/$(isa)/*.c))
 HEADERS := include/opforge.h $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
 
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CORE_SRC) $(KERNEL_SRC))
-ASAN_OBJ := $(patsubst src/%.c,$(BUILD)/asan/%.o,$(CORE_SRC) $(KERNEL_SRC))
+# The sanitizer build is CPU-only (no CUDA objects, no OPF_HAVE_CUDA).
+ASAN_OBJ := $(patsubst src/%.c,$(BUILD)/asan/%.o,$(ASAN_CORE_SRC) $(KERNEL_SRC))
 
 LIB_SO := $(BUILD)/libopforge.so.$(VERSION)
 LIB_A := $(BUILD)/libopforge.a
@@ -60,14 +70,14 @@ kernel_isa = $(word 3,$(subst /, ,$(1)))
 $(BUILD)/obj/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(BASE_CFLAGS) $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(CUDA_DEFS) $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) -c $< -o $@
 
-$(LIB_SO): $(OBJ)
-	$(CC) -shared -Wl,-soname,libopforge.so.$(SOVERSION) -Wl,--version-script=src/libopforge.map -o $@ $^ $(LDLIBS)
+$(LIB_SO): $(OBJ) $(CUDA_OBJ)
+	$(CC) -shared -Wl,-soname,libopforge.so.$(SOVERSION) -Wl,--version-script=src/libopforge.map -o $@ $^ $(LDLIBS) $(CUDA_LDLIBS)
 	ln -sf libopforge.so.$(VERSION) $(BUILD)/libopforge.so.$(SOVERSION)
 	ln -sf libopforge.so.$(VERSION) $(BUILD)/libopforge.so
 
-$(LIB_A): $(OBJ)
+$(LIB_A): $(OBJ) $(CUDA_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
@@ -81,7 +91,7 @@ TEST_FLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -g $(WARN) -Wno-missin
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_FLAGS) -O2 $< tests/c/harness.c $(LIB_A) -o $@ $(LDLIBS)
+	$(CC) $(TEST_FLAGS) -O2 $< tests/c/harness.c $(LIB_A) -o $@ $(LDLIBS) $(CUDA_LDLIBS)
 
 $(BUILD)/asan/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -239,6 +239,13 @@ typedef struct opf_grad_def {
 typedef opf_status (*opf_compute_fn)(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                                      const opf_attr_value *attrs);
 
+/* The CUDA compute function of a row: the same contract, with every tensor on
+ * one CUDA device, and the stream (a cudaStream_t) to launch on. It only
+ * enqueues work on that stream: no synchronization, no legacy default stream.
+ * Called only by opf_op_run_cuda(). */
+typedef opf_status (*opf_cuda_compute_fn)(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                          const opf_attr_value *attrs, void *stream);
+
 typedef struct opf_op_def {
     const char *name; /* lower_snake_case, unique within a table */
     const char *doc;  /* one paragraph */
@@ -255,7 +262,8 @@ typedef struct opf_op_def {
     opf_check checks[OPF_MAX_CHECKS];
     int32_t num_grads;
     opf_grad_def grads[OPF_MAX_GRADS];
-    opf_compute_fn compute;
+    opf_compute_fn compute;           /* CPU kernel (required) */
+    opf_cuda_compute_fn compute_cuda; /* CUDA kernel, or NULL */
 } opf_op_def;
 
 /* A table of ops: what libopforge exposes for its built-in ops, and what a
@@ -281,6 +289,14 @@ OPF_API opf_status opf_op_table_validate(const opf_op_table *table);
  * framework adapters use. */
 OPF_API opf_status opf_op_run(const opf_op_def *op, const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                               const opf_attr_value *attrs);
+
+/* opf_op_run for tensors on a CUDA device: the same validation (every tensor
+ * on one CUDA device), then the row's compute_cuda enqueued on `stream` (a
+ * cudaStream_t; NULL is the legacy default stream — pass the framework's
+ * stream instead). OPF_E_UNSUPPORTED if the row has no CUDA kernel or the
+ * library was built without CUDA. */
+OPF_API opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs,
+                                   const opf_tensor *const *outputs, const opf_attr_value *attrs, void *stream);
 
 /* Shape of output `output` of `op` for the given inputs (only ndim and shape
  * of the inputs are read; a dim of -1 means unknown and yields -1 where it is
@@ -337,6 +353,9 @@ typedef enum opf_isa {
 OPF_API opf_isa opf_get_isa(void);
 /* "scalar", "portable", "avx2", "avx512", "neon". */
 OPF_API const char *opf_isa_name(opf_isa isa);
+/* Number of CUDA devices usable by this build of the library: 0 when it was
+ * built without CUDA, or no driver or device is present. */
+OPF_API int opf_cuda_device_count(void);
 /* Threads the pool uses (OPFORGE_NUM_THREADS, else the online CPUs). */
 OPF_API int opf_get_num_threads(void);
 /* Sets the number of threads (>= 1) used by later calls. */

@@ -193,7 +193,7 @@ static opf_status opf_check_attrs(const opf_op_def *op, const opf_attr_value *at
 
 /* Validates every present tensor argument and that they share one dtype. */
 static opf_status opf_check_args(const opf_op_def *op, const opf_tensor *const *args, int32_t count,
-                                 const opf_arg_def *defs, const opf_tensor **first) {
+                                 const opf_arg_def *defs, opf_device_type device, const opf_tensor **first) {
     for (int32_t i = 0; i < count; i++) {
         const opf_tensor *t = args != NULL ? args[i] : NULL;
         if (t == NULL) {
@@ -202,7 +202,7 @@ static opf_status opf_check_args(const opf_op_def *op, const opf_tensor *const *
             }
             continue;
         }
-        opf_status st = opf_tensor_check(op->name, defs[i].name, t, op->dtypes);
+        opf_status st = opf_tensor_check(op->name, defs[i].name, t, op->dtypes, device);
         if (st != OPF_OK) {
             return st;
         }
@@ -211,6 +211,9 @@ static opf_status opf_check_args(const opf_op_def *op, const opf_tensor *const *
         } else if (t->dtype != (*first)->dtype) {
             return opf_fail(OPF_E_DTYPE, op->name, "dtype mismatch: %s is %s, expected %s like the other arguments",
                             defs[i].name, opf_dtype_name(t->dtype), opf_dtype_name((*first)->dtype));
+        } else if (t->device.id != (*first)->device.id) {
+            return opf_fail(OPF_E_DEVICE, op->name, "device mismatch: %s is on device %d, the other arguments on %d",
+                            defs[i].name, (int)t->device.id, (int)(*first)->device.id);
         }
     }
     return OPF_OK;
@@ -277,6 +280,28 @@ static opf_status opf_check_outputs(const opf_op_def *op, const opf_shapes *s, c
     return OPF_OK;
 }
 
+/* Everything opf_op_run and opf_op_run_cuda check before computing. */
+static opf_status opf_op_validate(const opf_op_def *op, const opf_tensor *const *inputs,
+                                  const opf_tensor *const *outputs, const opf_attr_value *attrs,
+                                  opf_device_type device) {
+    const opf_tensor *first = NULL;
+    opf_status st = opf_check_args(op, inputs, op->num_inputs, op->inputs, device, &first);
+    if (st == OPF_OK) {
+        st = opf_check_args(op, outputs, op->num_outputs, op->outputs, device, &first);
+    }
+    if (st == OPF_OK) {
+        st = opf_check_attrs(op, attrs);
+    }
+    if (st != OPF_OK) {
+        return st;
+    }
+    opf_shapes s = opf_shapes_of(op, inputs);
+    st = opf_run_checks(op, &s);
+    return st != OPF_OK ? st : opf_check_outputs(op, &s, inputs, outputs);
+}
+
+static const opf_tensor *const opf_no_tensors[OPF_MAX_ARGS] = {NULL};
+
 opf_status opf_op_run(const opf_op_def *op, const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                       const opf_attr_value *attrs) {
     opf_clear_error();
@@ -288,25 +313,29 @@ opf_status opf_op_run(const opf_op_def *op, const opf_tensor *const *inputs, con
         opf_op_default_attrs(op, defaults);
         attrs = defaults;
     }
-    const opf_tensor *first = NULL;
-    const opf_tensor *none[OPF_MAX_ARGS] = {NULL};
-    opf_status st = opf_check_args(op, inputs, op->num_inputs, op->inputs, &first);
-    if (st == OPF_OK) {
-        st = opf_check_args(op, outputs, op->num_outputs, op->outputs, &first);
+    inputs = inputs != NULL ? inputs : opf_no_tensors;
+    outputs = outputs != NULL ? outputs : opf_no_tensors;
+    opf_status st = opf_op_validate(op, inputs, outputs, attrs, OPF_DEVICE_CPU);
+    return st != OPF_OK ? st : op->compute(inputs, outputs, attrs);
+}
+
+opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                           const opf_attr_value *attrs, void *stream) {
+    opf_clear_error();
+    if (op == NULL) {
+        return opf_fail(OPF_E_INVALID, "op_run_cuda", "op is NULL");
     }
-    if (st == OPF_OK) {
-        st = opf_check_attrs(op, attrs);
+    if (op->compute_cuda == NULL) {
+        return opf_fail(OPF_E_UNSUPPORTED, op->name, "has no CUDA kernel%s",
+                        opf_cuda_device_count() == 0 ? " (or this library was built without CUDA)" : "");
     }
-    if (st != OPF_OK) {
-        return st;
+    opf_attr_value defaults[OPF_MAX_ATTRS];
+    if (attrs == NULL) {
+        opf_op_default_attrs(op, defaults);
+        attrs = defaults;
     }
-    opf_shapes s = opf_shapes_of(op, inputs);
-    st = opf_run_checks(op, &s);
-    if (st == OPF_OK) {
-        st = opf_check_outputs(op, &s, inputs != NULL ? inputs : none, outputs);
-    }
-    if (st != OPF_OK) {
-        return st;
-    }
-    return op->compute(inputs != NULL ? inputs : none, outputs != NULL ? outputs : none, attrs);
+    inputs = inputs != NULL ? inputs : opf_no_tensors;
+    outputs = outputs != NULL ? outputs : opf_no_tensors;
+    opf_status st = opf_op_validate(op, inputs, outputs, attrs, OPF_DEVICE_CUDA);
+    return st != OPF_OK ? st : op->compute_cuda(inputs, outputs, attrs, stream);
 }

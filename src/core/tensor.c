@@ -75,7 +75,16 @@ static uint32_t opf_dtype_bit(opf_dtype dtype) {
     }
 }
 
-opf_status opf_tensor_check(const char *op, const char *name, const opf_tensor *t, uint32_t dtypes) {
+static const char *opf_device_name(int32_t type) {
+    switch (type) {
+    case OPF_DEVICE_CPU: return "cpu";
+    case OPF_DEVICE_CUDA: return "cuda";
+    default: return "unknown";
+    }
+}
+
+opf_status opf_tensor_check(const char *op, const char *name, const opf_tensor *t, uint32_t dtypes,
+                            opf_device_type device_type) {
     if (t->ndim < 0 || t->ndim > OPF_MAX_RANK) {
         return opf_fail(OPF_E_SHAPE, op, "%s has rank %d; supported ranks are 0 to %d", name, (int)t->ndim,
                         OPF_MAX_RANK);
@@ -87,9 +96,9 @@ opf_status opf_tensor_check(const char *op, const char *name, const opf_tensor *
         return opf_fail(OPF_E_DTYPE, op, "%s has unsupported dtype %s; expected %s", name, opf_dtype_name(t->dtype),
                         opf_dtypes_expected(dtypes));
     }
-    if (t->device.type != OPF_DEVICE_CPU) {
-        return opf_fail(OPF_E_DEVICE, op, "%s is on device %s:%d; expected cpu", name,
-                        t->device.type == OPF_DEVICE_CUDA ? "cuda" : "unknown", (int)t->device.id);
+    if (t->device.type != (int32_t)device_type) {
+        return opf_fail(OPF_E_DEVICE, op, "%s is on device %s:%d; expected %s", name, opf_device_name(t->device.type),
+                        (int)t->device.id, opf_device_name(device_type));
     }
     size_t elem = opf_dtype_size(t->dtype);
     int64_t numel = 1;

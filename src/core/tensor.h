@@ -26,8 +26,9 @@ const char *opf_format_dims(int32_t ndim, const int64_t *shape, char buf[OPF_SHA
 
 /* Validates one tensor argument `name` of op `op`: rank, dims, element count
  * and byte size within int64, data present, dtype in `dtypes` (OPF_DTYPES_*),
- * CPU device, data aligned to the element size. */
-opf_status opf_tensor_check(const char *op, const char *name, const opf_tensor *t, uint32_t dtypes);
+ * on a device of type `device_type`, data aligned to the element size. */
+opf_status opf_tensor_check(const char *op, const char *name, const opf_tensor *t, uint32_t dtypes,
+                            opf_device_type device_type);
 
 /* Whether two distinct elements of t share memory (zero strides, ...). */
 int opf_tensor_self_overlaps(const opf_tensor *t);
