@@ -39,7 +39,13 @@ ASAN_CORE_SRC := $(wildcard src/core/*.c) $(wildcard src/ops/*.c)
 # everywhere; dispatch picks at run time).
 KERNEL_FLAGS_scalar := -O2 -fno-tree-vectorize
 KERNEL_FLAGS_portable := -O3
+KERNEL_FLAGS_avx2 := -O3 -mavx2 -mfma
+KERNEL_FLAGS_avx512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma
+ARCH := $(shell uname -m)
 KERNEL_ISAS := scalar portable
+ifeq ($(ARCH),x86_64)
+KERNEL_ISAS += avx2 avx512
+endif
 KERNEL_SRC := $(foreach isa,$(KERNEL_ISAS),$(wildcard src/kernels/$(isa)/*.c))
 HEADERS := include/opforge.h $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
 
@@ -111,7 +117,7 @@ test-c: $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 
 test-isa: $(TEST_BIN)
-	@set -e; for isa in scalar portable; do for t in $(TEST_BIN); do \
+	@set -e; for isa in $(KERNEL_ISAS); do for t in $(TEST_BIN); do \
 	  echo "== OPFORGE_ISA=$$isa $$t"; OPFORGE_ISA=$$isa $$t; done; done
 
 test-asan: $(ASAN_TEST_BIN)

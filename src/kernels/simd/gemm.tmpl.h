@@ -1,0 +1,63 @@
+/*
+ * SIMD GEMM micro-kernel, written once over the vocabulary of a simd/<isa>-<dtype>.h
+ * header. Included by a kernel file with OPF_MR (rows), OPF_NR_VECS (vectors
+ * per row; NR = OPF_NR_VECS * OPF_VEC_LEN) and OPF_GEMM_NAME defined.
+ *
+ * An MR x NR block of accumulators lives in vector registers; each k step
+ * loads NR values of packed B and broadcasts MR values of packed A into MR x
+ * NR_VECS fused multiply-adds. The store applies bias (first k-block) or
+ * accumulates (later ones), then ReLU: full tiles with unit column stride are
+ * stored as vectors, edge tiles through a small buffer. Contract in kernels.h.
+ */
+enum { OPF_NR = OPF_NR_VECS * OPF_VEC_LEN };
+
+void OPF_GEMM_NAME(size_t k, const opf_elem *a, const opf_elem *b, opf_elem *c, int64_t rsc, int64_t csc, size_t mr,
+                   size_t nr, const opf_elem *bias, int accumulate, int apply_relu) {
+    opf_vec acc[OPF_MR][OPF_NR_VECS];
+    for (size_t i = 0; i < OPF_MR; i++) {
+        for (size_t j = 0; j < OPF_NR_VECS; j++) {
+            acc[i][j] = opf_vzero();
+        }
+    }
+    for (size_t p = 0; p < k; p++) {
+        opf_vec bv[OPF_NR_VECS];
+        for (size_t j = 0; j < OPF_NR_VECS; j++) {
+            bv[j] = opf_vloadu(b + p * OPF_NR + j * OPF_VEC_LEN);
+        }
+        for (size_t i = 0; i < OPF_MR; i++) {
+            const opf_vec av = opf_vset1(a[p * OPF_MR + i]);
+            for (size_t j = 0; j < OPF_NR_VECS; j++) {
+                acc[i][j] = opf_vfma(av, bv[j], acc[i][j]);
+            }
+        }
+    }
+    if (mr == OPF_MR && nr == OPF_NR && csc == 1) {
+        for (size_t i = 0; i < OPF_MR; i++) {
+            opf_elem *row = c + (int64_t)i * rsc;
+            for (size_t j = 0; j < OPF_NR_VECS; j++) {
+                opf_vec v = acc[i][j];
+                if (accumulate) {
+                    v = opf_vadd(opf_vloadu(row + j * OPF_VEC_LEN), v);
+                } else if (bias != NULL) {
+                    v = opf_vadd(opf_vloadu(bias + j * OPF_VEC_LEN), v);
+                }
+                opf_vstoreu(row + j * OPF_VEC_LEN, apply_relu ? opf_vrelu(v) : v);
+            }
+        }
+        return;
+    }
+    opf_elem tile[OPF_MR][OPF_NR];
+    for (size_t i = 0; i < OPF_MR; i++) {
+        for (size_t j = 0; j < OPF_NR_VECS; j++) {
+            opf_vstoreu(&tile[i][j * OPF_VEC_LEN], acc[i][j]);
+        }
+    }
+    for (size_t i = 0; i < mr; i++) {
+        opf_elem *row = c + (int64_t)i * rsc;
+        for (size_t j = 0; j < nr; j++) {
+            opf_elem *dst = row + (int64_t)j * csc;
+            opf_elem v = accumulate ? *dst + tile[i][j] : (bias != NULL ? bias[j] : (opf_elem)0) + tile[i][j];
+            *dst = apply_relu && v < 0 ? (opf_elem)0 : v;
+        }
+    }
+}
