@@ -49,6 +49,12 @@ endif
 KERNEL_SRC := $(foreach isa,$(KERNEL_ISAS),$(wildcard src/kernels/$(isa)/*.c))
 HEADERS := include/opforge.h $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
 
+# Objects depend on the build configuration: switching CUDA on or off
+# rewrites this file, which rebuilds everything compiled with CUDA_DEFS.
+CONFIG_STAMP := $(BUILD)/config.stamp
+$(shell mkdir -p $(BUILD) && (echo "CUDA_ENABLED=$(CUDA_ENABLED)" | cmp -s - $(CONFIG_STAMP) || \
+          echo "CUDA_ENABLED=$(CUDA_ENABLED)" > $(CONFIG_STAMP)))
+
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CORE_SRC) $(KERNEL_SRC))
 # The sanitizer build is CPU-only (no CUDA objects, no OPF_HAVE_CUDA).
 ASAN_OBJ := $(patsubst src/%.c,$(BUILD)/asan/%.o,$(ASAN_CORE_SRC) $(KERNEL_SRC))
@@ -73,19 +79,20 @@ lib: $(LIB_SO) $(LIB_A) $(PC)
 
 kernel_isa = $(word 3,$(subst /, ,$(1)))
 
-$(BUILD)/obj/%.o: src/%.c $(HEADERS)
+$(BUILD)/obj/%.o: src/%.c $(HEADERS) $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(BASE_CFLAGS) $(CUDA_DEFS) $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) -c $< -o $@
 
-$(LIB_SO): $(OBJ) $(CUDA_OBJ)
-	$(CC) -shared -Wl,-soname,libopforge.so.$(SOVERSION) -Wl,--version-script=src/libopforge.map -o $@ $^ $(LDLIBS) $(CUDA_LDLIBS)
+$(LIB_SO): $(OBJ) $(CUDA_OBJ) $(CONFIG_STAMP)
+	$(CC) -shared -Wl,-soname,libopforge.so.$(SOVERSION) -Wl,--version-script=src/libopforge.map -o $@ $(OBJ) $(CUDA_OBJ) \
+	  $(LDLIBS) $(CUDA_LDLIBS)
 	ln -sf libopforge.so.$(VERSION) $(BUILD)/libopforge.so.$(SOVERSION)
 	ln -sf libopforge.so.$(VERSION) $(BUILD)/libopforge.so
 
-$(LIB_A): $(OBJ) $(CUDA_OBJ)
+$(LIB_A): $(OBJ) $(CUDA_OBJ) $(CONFIG_STAMP)
 	rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(OBJ) $(CUDA_OBJ)
 
 $(PC): opforge.pc.in Makefile
 	@mkdir -p $(BUILD)

@@ -40,43 +40,63 @@ static const char *opf_at(const opf_matrix *m, size_t elem, int64_t row, int64_t
 }
 
 /* Packs rows [row0, row0+rows) x k-slice [p0, p0+kc) of A into MR-tall panels:
- * panel r holds kc steps of MR values, zero padded. */
-static void opf_pack_a(const opf_gemm_job *job, int64_t row0, int64_t rows, int64_t p0, int64_t kc, char *dst) {
-    const size_t elem = job->elem, mr = job->mr;
+ * panel r holds kc steps of MR values, zero padded. Inlined for each element
+ * size so that the element copies compile to plain moves. */
+static inline __attribute__((always_inline)) void opf_pack_a_sized(const opf_gemm_job *job, int64_t row0, int64_t rows,
+                                                                   int64_t p0, int64_t kc, char *dst, size_t elem) {
+    const size_t mr = job->mr;
     const opf_matrix *a = &job->args->a;
     for (int64_t r = 0; r < rows; r += (int64_t)mr) {
+        int64_t valid = rows - r < (int64_t)mr ? rows - r : (int64_t)mr;
+        const char *src = opf_at(a, elem, row0 + r, p0);
+        const int64_t rs = a->rs * (int64_t)elem, cs = a->cs * (int64_t)elem;
         for (int64_t p = 0; p < kc; p++) {
-            for (size_t i = 0; i < mr; i++) {
-                if (r + (int64_t)i < rows) {
-                    memcpy(dst, opf_at(a, elem, row0 + r + (int64_t)i, p0 + p), elem);
-                } else {
-                    memset(dst, 0, elem);
-                }
-                dst += elem;
+            for (int64_t i = 0; i < valid; i++) {
+                memcpy(dst + (size_t)i * elem, src + i * rs + p * cs, elem);
             }
+            memset(dst + (size_t)valid * elem, 0, (mr - (size_t)valid) * elem);
+            dst += mr * elem;
         }
+    }
+}
+
+static void opf_pack_a(const opf_gemm_job *job, int64_t row0, int64_t rows, int64_t p0, int64_t kc, char *dst) {
+    if (job->elem == sizeof(float)) {
+        opf_pack_a_sized(job, row0, rows, p0, kc, dst, sizeof(float));
+    } else {
+        opf_pack_a_sized(job, row0, rows, p0, kc, dst, sizeof(double));
     }
 }
 
 /* Packs k-slice [p0, p0+kc) x columns [col0, col0+cols) of B into NR-wide
  * panels: panel c holds kc steps of NR values, zero padded. */
-static void opf_pack_b(const opf_gemm_job *job, int64_t p0, int64_t kc, int64_t col0, int64_t cols, char *dst) {
-    const size_t elem = job->elem, nr = job->nr;
+static inline __attribute__((always_inline)) void opf_pack_b_sized(const opf_gemm_job *job, int64_t p0, int64_t kc,
+                                                                   int64_t col0, int64_t cols, char *dst, size_t elem) {
+    const size_t nr = job->nr;
     const opf_matrix *b = &job->args->b;
+    const int64_t rs = b->rs * (int64_t)elem, cs = b->cs * (int64_t)elem;
     for (int64_t c = 0; c < cols; c += (int64_t)nr) {
+        int64_t valid = cols - c < (int64_t)nr ? cols - c : (int64_t)nr;
+        const char *src = opf_at(b, elem, p0, col0 + c);
         for (int64_t p = 0; p < kc; p++) {
-            const char *src = opf_at(b, elem, p0 + p, col0 + c);
-            int64_t valid = cols - c < (int64_t)nr ? cols - c : (int64_t)nr;
-            if (b->cs == 1) {
-                memcpy(dst, src, (size_t)valid * elem);
+            if (cs == (int64_t)elem) {
+                memcpy(dst, src + p * rs, (size_t)valid * elem);
             } else {
                 for (int64_t j = 0; j < valid; j++) {
-                    memcpy(dst + (size_t)j * elem, src + j * b->cs * (int64_t)elem, elem);
+                    memcpy(dst + (size_t)j * elem, src + p * rs + j * cs, elem);
                 }
             }
             memset(dst + (size_t)valid * elem, 0, (nr - (size_t)valid) * elem);
             dst += nr * elem;
         }
+    }
+}
+
+static void opf_pack_b(const opf_gemm_job *job, int64_t p0, int64_t kc, int64_t col0, int64_t cols, char *dst) {
+    if (job->elem == sizeof(float)) {
+        opf_pack_b_sized(job, p0, kc, col0, cols, dst, sizeof(float));
+    } else {
+        opf_pack_b_sized(job, p0, kc, col0, cols, dst, sizeof(double));
     }
 }
 

@@ -19,6 +19,7 @@ void OPF_GEMM_NAME(size_t k, const opf_elem *a, const opf_elem *b, opf_elem *c, 
             acc[i][j] = opf_vzero();
         }
     }
+#pragma GCC unroll 4
     for (size_t p = 0; p < k; p++) {
         opf_vec bv[OPF_NR_VECS];
         for (size_t j = 0; j < OPF_NR_VECS; j++) {
