@@ -46,16 +46,20 @@ static inline __attribute__((always_inline)) void opf_pack_a_sized(const opf_gem
                                                                    int64_t p0, int64_t kc, char *dst, size_t elem) {
     const size_t mr = job->mr;
     const opf_matrix *a = &job->args->a;
+    const int64_t rs = a->rs * (int64_t)elem, cs = a->cs * (int64_t)elem, step = (int64_t)(mr * elem);
     for (int64_t r = 0; r < rows; r += (int64_t)mr) {
         int64_t valid = rows - r < (int64_t)mr ? rows - r : (int64_t)mr;
+        if (valid < (int64_t)mr) {
+            memset(dst, 0, (size_t)kc * mr * elem);
+        }
         const char *src = opf_at(a, elem, row0 + r, p0);
-        const int64_t rs = a->rs * (int64_t)elem, cs = a->cs * (int64_t)elem;
+        /* Sequential writes; reads walk `valid` rows (or columns) of A side by side. */
         for (int64_t p = 0; p < kc; p++) {
+            const char *col = src + p * cs;
             for (int64_t i = 0; i < valid; i++) {
-                memcpy(dst + (size_t)i * elem, src + i * rs + p * cs, elem);
+                memcpy(dst + (size_t)i * elem, col + i * rs, elem);
             }
-            memset(dst + (size_t)valid * elem, 0, (mr - (size_t)valid) * elem);
-            dst += mr * elem;
+            dst += step;
         }
     }
 }
@@ -77,16 +81,15 @@ static inline __attribute__((always_inline)) void opf_pack_b_sized(const opf_gem
     const int64_t rs = b->rs * (int64_t)elem, cs = b->cs * (int64_t)elem;
     for (int64_t c = 0; c < cols; c += (int64_t)nr) {
         int64_t valid = cols - c < (int64_t)nr ? cols - c : (int64_t)nr;
+        if (valid < (int64_t)nr) {
+            memset(dst, 0, (size_t)kc * nr * elem);
+        }
         const char *src = opf_at(b, elem, p0, col0 + c);
         for (int64_t p = 0; p < kc; p++) {
-            if (cs == (int64_t)elem) {
-                memcpy(dst, src + p * rs, (size_t)valid * elem);
-            } else {
-                for (int64_t j = 0; j < valid; j++) {
-                    memcpy(dst + (size_t)j * elem, src + p * rs + j * cs, elem);
-                }
+            const char *row = src + p * rs;
+            for (int64_t j = 0; j < valid; j++) {
+                memcpy(dst + (size_t)j * elem, row + j * cs, elem);
             }
-            memset(dst + (size_t)valid * elem, 0, (nr - (size_t)valid) * elem);
             dst += nr * elem;
         }
     }
