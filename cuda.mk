@@ -1,6 +1,117 @@
 # cuda.mk — the CUDA part of the build (included by the Makefile).
-# Placeholder until the CUDA kernels land: CUDA is off.
+#
+#   make                 CUDA kernels built in when nvcc is found (CUDA ?= auto)
+#   make CUDA=0          CPU only: no nvcc, no CUDA runtime, no OPF_HAVE_CUDA
+#   make CUDA=1          require CUDA (error if nvcc or the static runtime is missing)
+#   make test-cuda       build and run build/tests/test_cuda (prints SKIP without a GPU)
+#   make gpu-check       scripts/gpu-check.sh: build, test, compute-sanitizer, benchmark
+#                        against PyTorch (on a GPU machine; see docs/gpu.md)
+#
+# Sets for the Makefile: CUDA_ENABLED (1/0), CUDA_OBJ (objects added to
+# libopforge), CUDA_DEFS (-DOPF_HAVE_CUDA for the C sources) and CUDA_LDLIBS.
+#
+# Linking: the CUDA runtime is linked statically (libcudart_static.a loads
+# libcuda.so.1 itself at first use) and cuBLASLt is dlopen()ed at first use
+# (src/cuda/cublaslt.c), so libopforge.so has no load-time dependency on any
+# CUDA library and loads on machines without a driver.
+#
+# Without the Makefile, a CUDA build is (paths for a default toolkit):
+#   nvcc -c src/cuda/X.cu  -o X.o $(NVCC_FLAGS)    for each .cu (flags below)
+#   cc   -c src/cuda/X.c   -o X.o <usual CFLAGS> -DOPF_HAVE_CUDA -I/usr/local/cuda/include
+#   cc   -c src/core/*.c src/ops/*.c ... -DOPF_HAVE_CUDA     (all but src/core/cuda_none.c)
+#   cc -shared ... -o libopforge.so *.o -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread
+#   cc tests/cuda/test_cuda.c tests/c/harness.c libopforge.a -I/usr/local/cuda/include \
+#      -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -o test_cuda
+
+CUDA ?= auto
+
+# This file is included before the Makefile's first rule: keep `all` the
+# default goal although the rules below come first.
+ifeq ($(.DEFAULT_GOAL),)
+.DEFAULT_GOAL := all
+endif
+
+# Prerequisites are expanded when a rule is read, and the Makefile defines
+# HEADERS and LIB_A after including this file: name them here.
+CUDA_DEP_HEADERS := include/opforge.h $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
+CUDA_LIB_A := $(BUILD)/libopforge.a
+
 CUDA_ENABLED := 0
 CUDA_OBJ :=
 CUDA_DEFS :=
 CUDA_LDLIBS :=
+
+ifneq ($(CUDA),0)
+# nvcc: $(NVCC) if given, else $(CUDA_HOME)/bin/nvcc, else on PATH, else /usr/local/cuda.
+ifeq ($(origin NVCC),undefined)
+NVCC := $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/bin/nvcc)) \
+                    $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+endif
+CUDA_ROOT := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+CUDA_LIBDIR := $(patsubst %/libcudart_static.a,%,$(firstword $(wildcard \
+                 $(CUDA_ROOT)/lib64/libcudart_static.a $(CUDA_ROOT)/targets/*/lib/libcudart_static.a \
+                 $(CUDA_ROOT)/lib/libcudart_static.a)))
+CUDA_INCDIR := $(patsubst %/cuda_runtime_api.h,%,$(firstword $(wildcard \
+                 $(CUDA_ROOT)/include/cuda_runtime_api.h $(CUDA_ROOT)/targets/*/include/cuda_runtime_api.h)))
+ifneq ($(and $(CUDA_ROOT),$(CUDA_LIBDIR),$(CUDA_INCDIR)),)
+CUDA_ENABLED := 1
+else ifeq ($(CUDA),1)
+$(error CUDA=1 but no usable CUDA toolkit: nvcc '$(NVCC)', libcudart_static.a and cuda_runtime_api.h are needed)
+endif
+endif
+
+ifeq ($(CUDA_ENABLED),1)
+
+# sm_80 (A100) and sm_90 (H100/H200) machine code, plus compute_90 PTX that
+# the driver can JIT for newer GPUs.
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+# Warnings are errors (nvcc's and the host compiler's); scripts/gpu-check.sh
+# overrides NVCC_WARN (and the Makefile's WARN) only to retry a failed build.
+NVCC_WARN := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
+NVCC_FLAGS := -std=c++17 -O3 -lineinfo $(CUDA_ARCH) $(NVCC_WARN) \
+              -Xcompiler -fPIC,-fvisibility=hidden,-fno-exceptions,-fno-rtti \
+              $(INCLUDES) -DOPF_HAVE_CUDA
+
+CUDA_CU_SRC := $(wildcard src/cuda/*.cu)
+CUDA_C_SRC := $(wildcard src/cuda/*.c)
+CUDA_OBJ := $(patsubst src/%.cu,$(BUILD)/obj/%.o,$(CUDA_CU_SRC)) $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CUDA_C_SRC))
+CUDA_DEFS := -DOPF_HAVE_CUDA
+# --no-undefined: a symbol the static runtime or our objects need and no
+# listed library provides fails the link here, not the dlopen() on a user's
+# machine. (glibc >= 2.34 has dl/rt/pthread in libc; the flags are harmless.)
+CUDA_LDLIBS := -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lpthread -Wl,--no-undefined
+
+$(BUILD)/obj/cuda/%.o: src/cuda/%.cu $(CUDA_DEP_HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+
+# C sources of src/cuda: the usual flags plus the CUDA headers. (More
+# specific than the Makefile's $(BUILD)/obj/%.o rule, so make picks this.)
+$(BUILD)/obj/cuda/%.o: src/cuda/%.c $(CUDA_DEP_HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(BASE_CFLAGS) $(CUDA_DEFS) $(OPT) $(INCLUDES) -isystem $(CUDA_INCDIR) -c $< -o $@
+
+endif
+
+# --- tests and the GPU check ------------------------------------------------------
+
+.PHONY: test-cuda gpu-check
+
+CUDA_TEST_BIN := $(BUILD)/tests/test_cuda
+
+# Without CUDA the test is still built (against the CPU-only library) and
+# reports SKIP: opf_cuda_device_count() is 0.
+$(CUDA_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $(CUDA_LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_FLAGS) -O2 $(CUDA_DEFS) $(if $(CUDA_INCDIR),-isystem $(CUDA_INCDIR)) -Itests/c \
+	  tests/cuda/test_cuda.c tests/c/harness.c $(CUDA_LIB_A) -o $@ $(LDLIBS) $(CUDA_LDLIBS)
+
+test-cuda: $(CUDA_TEST_BIN)
+	@echo "== $(CUDA_TEST_BIN)"
+	@$(CUDA_TEST_BIN)
+
+gpu-check:
+	scripts/gpu-check.sh

@@ -67,7 +67,7 @@ def dense_rows(sizes: list[int], dtype: type, repeats: int) -> list[tuple[str, f
 
         def reference() -> None:
             np.matmul(x, w, out=y)
-            y += b
+            np.add(y, b, out=y)  # not `y += b`: that would make y local to reference()
             np.maximum(y, 0, out=y)
 
         ours = flops / best_time(lambda: onp.dense(x, w, b, activation="relu", out=y), repeats) / 1e9

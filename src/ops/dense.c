@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_kernels.h"
 #include "engine.h"
 #include "error.h"
 #include "gemm.h"
@@ -99,6 +100,7 @@ const opf_op_def opf_op_dense = {
                .num_produces = 3,
                .produces = {0, 1, 2}}},
     .compute = dense_compute,
+    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_compute),
 };
 
 /* --- dense_grad ----------------------------------------------------------------- */
@@ -218,6 +220,7 @@ const opf_op_def opf_op_dense_grad = {
                {.kind = OPF_CHECK_DIM_EQ, .a = 0, .a_dim = 1, .b = 2, .b_dim = 1},
                {.kind = OPF_CHECK_SAME_SHAPE, .a = 3, .b = 0}},
     .compute = dense_grad_compute,
+    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_grad_compute),
 };
 
 /* --- typed entry points ----------------------------------------------------------- */

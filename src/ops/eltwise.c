@@ -4,6 +4,7 @@
  * compute function naming its kernel slots; the typed C entry points run the
  * row through opf_op_run, which does all validation.
  */
+#include "cuda_kernels.h"
 #include "engine.h"
 #include "error.h"
 #include "ops.h"
@@ -34,6 +35,7 @@ const opf_op_def opf_op_relu = {
                .num_produces = 1,
                .produces = {0}}},
     .compute = relu_compute,
+    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_relu_compute),
 };
 
 /* --- relu_ (in place) ------------------------------------------------------ */
@@ -54,6 +56,7 @@ const opf_op_def opf_op_relu_ = {
     .inputs = {{.name = "x", .flags = OPF_ARG_MUTATED, .doc = "tensor overwritten with max(x, 0)"}},
     .num_outputs = 0,
     .compute = relu_inplace_compute,
+    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_relu_inplace_compute),
 };
 
 /* --- relu_grad ------------------------------------------------------------- */
@@ -84,6 +87,7 @@ const opf_op_def opf_op_relu_grad = {
                .num_produces = 1,
                .produces = {0}}},
     .compute = relu_grad_compute,
+    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_relu_grad_compute),
 };
 
 /* --- scale ------------------------------------------------------------------ */
@@ -109,6 +113,7 @@ const opf_op_def opf_op_scale = {
     .num_grads = 1,
     .grads = {{.op = "scale", .num_sources = 1, .sources = {{OPF_FROM_GRAD, 0}}, .num_produces = 1, .produces = {0}}},
     .compute = scale_compute,
+    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_scale_compute),
 };
 
 /* --- add ------------------------------------------------------------------- */
@@ -135,6 +140,7 @@ const opf_op_def opf_op_add = {
     .grads = {{.op = NULL, .num_sources = 1, .sources = {{OPF_FROM_GRAD, 0}}, .num_produces = 1, .produces = {0}},
               {.op = NULL, .num_sources = 1, .sources = {{OPF_FROM_GRAD, 0}}, .num_produces = 1, .produces = {1}}},
     .compute = add_compute,
+    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_add_compute),
 };
 
 /* --- typed entry points -------------------------------------------------------- */

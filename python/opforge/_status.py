@@ -1,0 +1,31 @@
+"""Turns an ``opf_status`` into the Python exception NumPy users expect."""
+
+from __future__ import annotations
+
+from ._capi import ffi, lib
+
+_EXCEPTION_OF_STATUS: dict[int, type[Exception]] = {
+    lib.OPF_E_DTYPE: TypeError,
+    lib.OPF_E_SHAPE: ValueError,
+    lib.OPF_E_INVALID: ValueError,
+    lib.OPF_E_LAYOUT: ValueError,
+    lib.OPF_E_NOMEM: MemoryError,
+}
+
+
+def last_error() -> str:
+    """The calling thread's last opforge error message."""
+    return ffi.string(lib.opf_last_error()).decode("utf-8", "replace")
+
+
+def check(status: int) -> None:
+    """Raises the exception for a failed status, with opf_last_error() as message.
+
+    OPF_E_DTYPE -> TypeError; OPF_E_SHAPE, OPF_E_INVALID, OPF_E_LAYOUT ->
+    ValueError; OPF_E_NOMEM -> MemoryError; any other failure -> RuntimeError.
+    Must be called right after the failing call, on the same thread.
+    """
+    if status == lib.OPF_OK:
+        return
+    message = last_error() or ffi.string(lib.opf_status_name(status)).decode()
+    raise _EXCEPTION_OF_STATUS.get(status, RuntimeError)(message)

@@ -1,0 +1,109 @@
+"""Build of the ``opforge`` Python package.
+
+Static metadata lives in pyproject.toml. This file adds what needs code:
+
+- the version, read from ``include/opforge.h`` (one source of truth);
+- ``build_ext``: runs ``make lib`` in the repository root, copies
+  ``build/libopforge.so`` into ``opforge/lib/`` (one file, named by its soname,
+  which is what the loader looks for, plus a linker script ``libopforge.so``
+  for ``-lopforge``) and ``include/opforge.h`` into
+  ``opforge/include/``, then lets CFFI compile ``opforge._capi`` against it
+  (``cffi_modules``; rpath ``$ORIGIN/lib``).
+
+Development build without installing:  python setup.py build_ext --inplace
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+HEADER = ROOT / "include" / "opforge.h"
+NATIVE_LIB = ROOT / "build" / "libopforge.so"
+
+
+def header_version() -> str:
+    """``MAJOR.MINOR.PATCH`` from the OPF_VERSION_* defines of the header."""
+    text = HEADER.read_text()
+    parts = [re.search(rf"#define OPF_VERSION_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    if not all(parts):
+        raise RuntimeError(f"{HEADER}: OPF_VERSION_MAJOR/MINOR/PATCH not found")
+    return ".".join(m.group(1) for m in parts if m)
+
+
+def elf_soname(path: Path) -> str | None:
+    """DT_SONAME of a 64-bit little-endian ELF shared library, or None."""
+    data = path.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    for _, sh_type, _, _, offset, size, link, _, _, _ in sections:
+        if sh_type != 6:  # SHT_DYNAMIC
+            continue
+        strtab_offset = sections[link][4]
+        for pos in range(offset, offset + size, 16):
+            tag, value = struct.unpack_from("<qQ", data, pos)
+            if tag == 14:  # DT_SONAME
+                end = data.index(b"\0", strtab_offset + value)
+                return data[strtab_offset + value:end].decode()
+    return None
+
+
+def make_native_lib() -> Path:
+    """Runs ``make lib`` in the repository root; returns the real library file."""
+    make = os.environ.get("MAKE", "make")
+    subprocess.run([make, "-C", str(ROOT), "lib"], check=True)
+    if not NATIVE_LIB.exists():
+        raise RuntimeError(f"`make lib` did not produce {NATIVE_LIB}")
+    return NATIVE_LIB.resolve()
+
+
+def install_native_files(library: Path, package_dir: Path) -> None:
+    """Copies libopforge into package_dir/lib and opforge.h into package_dir/include.
+
+    The library is copied once, under its soname (what the loader looks for).
+    Next to it, ``libopforge.so`` is a one-line GNU ld linker script naming it,
+    so ``-L<lib> -lopforge`` links too, without a second copy of the binary
+    that something could load a second time.
+    """
+    lib_dir = package_dir / "lib"
+    shutil.rmtree(lib_dir, ignore_errors=True)
+    lib_dir.mkdir(parents=True)
+    soname = elf_soname(library) or "libopforge.so"
+    shutil.copy2(library, lib_dir / soname)
+    if soname != "libopforge.so":
+        (lib_dir / "libopforge.so").write_text(f"/* GNU ld script: link the bundled library */\nINPUT({soname})\n")
+    include_dir = package_dir / "include"
+    include_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(HEADER, include_dir / HEADER.name)
+
+
+class BuildExtWithNativeLib(build_ext):
+    """build_ext that first builds libopforge and puts it inside the package."""
+
+    def run(self) -> None:
+        library = make_native_lib()
+        package_dir = Path(self.get_ext_fullpath("opforge._capi")).parent
+        install_native_files(library, package_dir)
+        if getattr(self, "editable_mode", False):  # PEP 660: the package is the source tree
+            install_native_files(library, ROOT / "python" / "opforge")
+        super().run()
+
+
+setup(
+    version=header_version(),
+    cmdclass={"build_ext": BuildExtWithNativeLib},
+    cffi_modules=["python/opforge/_build_capi.py:ffibuilder"],
+    # Keep setuptools' files apart from the Makefile's in build/.
+    options={"build": {"build_base": "build/python"}},
+)

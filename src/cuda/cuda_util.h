@@ -1,0 +1,140 @@
+/*
+ * cuda_util.h — helpers shared by the .cu files (CUDA C++; not for C).
+ *
+ *   - opf_device_guard: makes the tensors' device current for a launch and
+ *     restores the caller's device on scope exit;
+ *   - opf_cuda_fail / opf_cuda_check_launch: CUDA errors as opforge statuses;
+ *   - opf_scratch: stream-ordered temporary buffers (cudaMallocAsync on the
+ *     stream, cudaFreeAsync on scope exit: no synchronization, no cache);
+ *   - opf_cuda_eltwise_enqueue: the elementwise engine, for dense_grad's mask.
+ *
+ * Every launch goes to the caller's stream; nothing here synchronizes.
+ */
+#ifndef OPF_CUDA_UTIL_H
+#define OPF_CUDA_UTIL_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern "C" {
+#include "error.h"
+#include "tensor.h"
+}
+
+/* Threads per block of every opforge kernel. */
+enum { OPF_CUDA_THREADS = 256 };
+
+/* Records a CUDA error for op `op` ("<what>: <cuda message> (<name>)") and
+ * returns its status: OPF_E_NOMEM for allocation failures, else `status`.
+ * Clears the runtime's last-error slot so it is not reported twice. */
+static inline opf_status opf_cuda_fail(opf_status status, const char *op, const char *what, cudaError_t err) {
+    (void)cudaGetLastError();
+    return opf_fail(err == cudaErrorMemoryAllocation ? OPF_E_NOMEM : status, op, "%s: %s (%s)", what,
+                    cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+/* After a kernel launch: OPF_E_INTERNAL if the launch failed. */
+static inline opf_status opf_cuda_check_launch(const char *op) {
+    cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? OPF_OK : opf_cuda_fail(OPF_E_INTERNAL, op, "kernel launch failed", err);
+}
+
+/* Makes `device` current until the guard goes out of scope, then restores
+ * the device that was current before (only if it had to switch). */
+struct opf_device_guard {
+    int previous;
+    int switched;
+    opf_device_guard() : previous(0), switched(0) {}
+    ~opf_device_guard() {
+        if (switched) {
+            (void)cudaSetDevice(previous);
+        }
+    }
+    opf_status enter(const char *op, int device) {
+        cudaError_t err = cudaGetDevice(&previous);
+        if (err != cudaSuccess) {
+            return opf_cuda_fail(OPF_E_DEVICE, op, "CUDA is not usable", err);
+        }
+        if (previous != device) {
+            err = cudaSetDevice(device);
+            if (err != cudaSuccess) {
+                char what[64];
+                snprintf(what, sizeof what, "cannot use CUDA device %d", device);
+                return opf_cuda_fail(OPF_E_DEVICE, op, what, err);
+            }
+            switched = 1;
+        }
+        return OPF_OK;
+    }
+
+  private:
+    opf_device_guard(const opf_device_guard &);
+    opf_device_guard &operator=(const opf_device_guard &);
+};
+
+/* Stream-ordered temporaries, freed (cudaFreeAsync on the same stream) when
+ * the scratch goes out of scope, after the work that uses them is enqueued. */
+struct opf_scratch {
+    enum { CAPACITY = 16 };
+    cudaStream_t stream;
+    void *ptr[CAPACITY];
+    int count;
+    explicit opf_scratch(cudaStream_t s) : stream(s), count(0) {}
+    ~opf_scratch() {
+        for (int i = count - 1; i >= 0; i--) {
+            (void)cudaFreeAsync(ptr[i], stream);
+        }
+    }
+    opf_status alloc(const char *op, size_t bytes, void **out) {
+        *out = NULL;
+        if (count == CAPACITY) {
+            return opf_fail(OPF_E_INTERNAL, op, "too many scratch buffers");
+        }
+        cudaError_t err = cudaMallocAsync(out, bytes > 0 ? bytes : 1, stream);
+        if (err != cudaSuccess) {
+            char what[96];
+            snprintf(what, sizeof what, "cannot allocate %zu bytes of device scratch", bytes);
+            *out = NULL;
+            return opf_cuda_fail(OPF_E_NOMEM, op, what, err);
+        }
+        ptr[count++] = *out;
+        return OPF_OK;
+    }
+
+  private:
+    opf_scratch(const opf_scratch &);
+    opf_scratch &operator=(const opf_scratch &);
+};
+
+/* Multiprocessors of `device` (1 if the query fails). */
+static inline int opf_cuda_sm_count(int device) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1) {
+        (void)cudaGetLastError();
+        sms = 1;
+    }
+    return sms;
+}
+
+/* Blocks for a grid-stride loop over `work` items, `per_block` items per
+ * block per step: enough to fill the device many times over, no more. */
+static inline unsigned opf_cuda_blocks(int64_t work, int64_t per_block, int sms) {
+    int64_t blocks = (work + per_block - 1) / per_block;
+    int64_t cap = (int64_t)sms * 64;
+    if (blocks > cap) {
+        blocks = cap;
+    }
+    return (unsigned)(blocks > 0 ? blocks : 1);
+}
+
+/* The elementwise ops (the kinds of opf_cuda_eltwise_enqueue). */
+enum opf_ew_kind { OPF_EW_RELU = 0, OPF_EW_RELU_GRAD = 1, OPF_EW_SCALE = 2, OPF_EW_ADD = 3 };
+
+/* y = kind(a[, b]) elementwise on `stream`, `device` already current. Unary
+ * kinds ignore b; relu_grad takes a = dy, b = x; scale takes alpha. Tensors
+ * have y's shape and dtype, any strides; y may alias an input exactly. */
+opf_status opf_cuda_eltwise_enqueue(const char *op, int kind, const opf_tensor *a, const opf_tensor *b,
+                                    const opf_tensor *y, double alpha, cudaStream_t stream, int device);
+
+#endif

@@ -1,0 +1,171 @@
+/*
+ * reference.h — independent scalar references for opforge's ops, written
+ * plainly from the documented semantics (never taken from src/).
+ *
+ * Elementwise references compute in the tensor's dtype and are exact: the
+ * library must match them bit for bit (NaN payloads aside; +0/-0 compare
+ * equal). Dense references accumulate in double and also return a per-element
+ * error bound for the library's result.
+ */
+#ifndef OPF_TEST_REFERENCE_H
+#define OPF_TEST_REFERENCE_H
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise, one value                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* relu: x < 0 ? 0 : x, so NaN stays NaN (and -0 may stay -0). */
+static inline float ref_relu_f32(float x) { return x < 0.0f ? 0.0f : x; }
+static inline double ref_relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
+
+/* relu_grad: dx = x <= 0 ? 0 : dy. A NaN x passes dy (PyTorch's
+ * threshold_backward zeroes only where x <= 0). */
+static inline float ref_relu_grad_f32(float dy, float x) { return x <= 0.0f ? 0.0f : dy; }
+static inline double ref_relu_grad_f64(double dy, double x) { return x <= 0.0 ? 0.0 : dy; }
+
+/* scale: alpha * x in the dtype (alpha rounded to the dtype first). */
+static inline float ref_scale_f32(float alpha, float x) { return alpha * x; }
+static inline double ref_scale_f64(double alpha, double x) { return alpha * x; }
+
+static inline float ref_add_f32(float a, float b) { return a + b; }
+static inline double ref_add_f64(double a, double b) { return a + b; }
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise, arrays (contiguous)                                          */
+/* ------------------------------------------------------------------------ */
+
+static inline void ref_relu_array_f32(size_t n, const float *x, float *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_relu_f32(x[i]);
+    }
+}
+static inline void ref_relu_array_f64(size_t n, const double *x, double *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_relu_f64(x[i]);
+    }
+}
+static inline void ref_scale_array_f32(size_t n, float alpha, const float *x, float *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_scale_f32(alpha, x[i]);
+    }
+}
+static inline void ref_scale_array_f64(size_t n, double alpha, const double *x, double *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_scale_f64(alpha, x[i]);
+    }
+}
+static inline void ref_relu_grad_array_f32(size_t n, const float *dy, const float *x, float *dx) {
+    for (size_t i = 0; i < n; i++) {
+        dx[i] = ref_relu_grad_f32(dy[i], x[i]);
+    }
+}
+static inline void ref_relu_grad_array_f64(size_t n, const double *dy, const double *x, double *dx) {
+    for (size_t i = 0; i < n; i++) {
+        dx[i] = ref_relu_grad_f64(dy[i], x[i]);
+    }
+}
+static inline void ref_add_array_f32(size_t n, const float *a, const float *b, float *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_add_f32(a[i], b[i]);
+    }
+}
+static inline void ref_add_array_f64(size_t n, const double *a, const double *b, double *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_add_f64(a[i], b[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dense (all arrays contiguous, values given as double)                     */
+/* ------------------------------------------------------------------------ */
+
+/* Error bound of a sum of k products computed in a dtype with unit roundoff
+ * eps, against the exact value: (k + 2) * eps * (sum |terms| + |start|), plus
+ * a little absolute slack for results near the underflow range. */
+static inline double ref_dot_tolerance(size_t k, double eps, double magnitude) {
+    return (double)(k + 2) * eps * magnitude + 1e-300;
+}
+
+/* Machine epsilon of the library's dtype (is_f64 ? double : float). */
+static inline double ref_eps(int is_f64) { return is_f64 ? DBL_EPSILON : (double)FLT_EPSILON; }
+
+/* y[N,M] = act(x[N,K] · w[K,M] + b[M]) with b NULL meaning zeros, act 1 =
+ * relu; tol[N,M] receives the error bound for a library computing in a dtype
+ * of epsilon eps. */
+static inline void ref_dense(size_t N, size_t K, size_t M, const double *x, const double *w, const double *b, int relu,
+                             double eps, double *y, double *tol) {
+    for (size_t n = 0; n < N; n++) {
+        for (size_t m = 0; m < M; m++) {
+            double acc = b ? b[m] : 0.0;
+            double mag = b ? fabs(b[m]) : 0.0;
+            for (size_t k = 0; k < K; k++) {
+                acc += x[n * K + k] * w[k * M + m];
+                mag += fabs(x[n * K + k] * w[k * M + m]);
+            }
+            if (relu && acc < 0.0) {
+                acc = 0.0;
+            }
+            y[n * M + m] = acc;
+            tol[n * M + m] = ref_dot_tolerance(K, eps, mag);
+        }
+    }
+}
+
+/* dz[N,M] = relu ? dy * (y > 0) : dy. */
+static inline void ref_dense_dz(size_t N, size_t M, const double *dy, const double *y, int relu, double *dz) {
+    for (size_t i = 0; i < N * M; i++) {
+        dz[i] = relu ? (y[i] > 0.0 ? dy[i] : 0.0) : dy[i];
+    }
+}
+
+/* dx[N,K] = dz[N,M] · w[K,M]ᵀ. */
+static inline void ref_dense_dx(size_t N, size_t K, size_t M, const double *dz, const double *w, double eps, double *dx,
+                                double *tol) {
+    for (size_t n = 0; n < N; n++) {
+        for (size_t k = 0; k < K; k++) {
+            double acc = 0.0, mag = 0.0;
+            for (size_t m = 0; m < M; m++) {
+                acc += dz[n * M + m] * w[k * M + m];
+                mag += fabs(dz[n * M + m] * w[k * M + m]);
+            }
+            dx[n * K + k] = acc;
+            tol[n * K + k] = ref_dot_tolerance(M, eps, mag);
+        }
+    }
+}
+
+/* dw[K,M] = x[N,K]ᵀ · dz[N,M]. */
+static inline void ref_dense_dw(size_t N, size_t K, size_t M, const double *x, const double *dz, double eps, double *dw,
+                                double *tol) {
+    for (size_t k = 0; k < K; k++) {
+        for (size_t m = 0; m < M; m++) {
+            double acc = 0.0, mag = 0.0;
+            for (size_t n = 0; n < N; n++) {
+                acc += x[n * K + k] * dz[n * M + m];
+                mag += fabs(x[n * K + k] * dz[n * M + m]);
+            }
+            dw[k * M + m] = acc;
+            tol[k * M + m] = ref_dot_tolerance(N, eps, mag);
+        }
+    }
+}
+
+/* db[M] = sum over rows of dz[N,M]. */
+static inline void ref_dense_db(size_t N, size_t M, const double *dz, double eps, double *db, double *tol) {
+    for (size_t m = 0; m < M; m++) {
+        double acc = 0.0, mag = 0.0;
+        for (size_t n = 0; n < N; n++) {
+            acc += dz[n * M + m];
+            mag += fabs(dz[n * M + m]);
+        }
+        db[m] = acc;
+        tol[m] = ref_dot_tolerance(N, eps, mag);
+    }
+}
+
+#endif

@@ -1,0 +1,933 @@
+/*
+ * test_cuda.c — every row with a CUDA kernel, run through opf_op_run_cuda on
+ * a non-default stream and compared with the same row on the CPU (opf_op_run):
+ * the CPU path is tested against independent scalar references elsewhere, so
+ * it is the reference here.
+ *
+ *   elementwise (relu, relu_, relu_grad, scale, add): bit-identical results
+ *     (NaN-aware: any NaN matches any NaN, since GPU arithmetic returns the
+ *     canonical NaN) on special values (NaN, +-Inf, +-0, denormals), sizes 0,
+ *     1, 7, 17, 1000, 2^20 + 3, 0-d and rank 16, contiguous (vector and
+ *     scalar paths: base addresses shifted by 1..3 elements), strided views
+ *     (transposed, every other element, negative, zero-stride inputs,
+ *     byte_offset), strided outputs, exact in place; guard bytes around every
+ *     view untouched, inputs unmodified;
+ *   dense / dense_grad: within a forward error bound of the GEMMs, shapes
+ *     with K = 0, N = 1, M = 1, 129x65x33 and larger, with and without bias
+ *     and relu, transposed / strided / misaligned operands, strided outputs,
+ *     dense_grad with any subset of dx, dw, db; NaN and Inf inputs;
+ *   streams: the ops are captured into a CUDA graph on the test's stream
+ *     (global capture mode fails on any launch to the legacy default stream
+ *     or any synchronization), replayed, and checked;
+ *   errors: a CPU tensor or two device ids -> OPF_E_DEVICE; a device id that
+ *     does not exist -> OPF_E_DEVICE; the caller's current device restored.
+ *
+ * Without a CUDA device (or in a build without CUDA) it prints SKIP and
+ * exits 0.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#ifdef OPF_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+static cudaStream_t stream;
+static int device_count;
+/* OPFORGE_TEST_QUICK=1: a reduced set (for compute-sanitizer, which makes
+ * every launch and API call much slower). */
+static int quick;
+
+#define CUDA_OK(call)                                                                                                  \
+    do {                                                                                                               \
+        cudaError_t err_ = (call);                                                                                     \
+        if (err_ != cudaSuccess) {                                                                                     \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));                   \
+            exit(2);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+#define CHECK_OK(st, ctx)                                                                                              \
+    CHECK((st) == OPF_OK, "%s: status %s, message \"%s\"", (ctx), opf_status_name(st), opf_last_error())
+
+static const opf_dtype dtypes[] = {OPF_F32, OPF_F64};
+static const char *dtype_str(opf_dtype dt) { return dt == OPF_F32 ? "f32" : "f64"; }
+
+static const opf_op_def *row(const char *name) {
+    const opf_op_def *op = opf_op_find(opf_builtin_ops(), name);
+    if (op == NULL || op->compute_cuda == NULL) {
+        fprintf(stderr, "row %s missing or without a CUDA kernel\n", name);
+        exit(2);
+    }
+    return op;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Device views: a harness tview (host) mirrored on the device              */
+/* ------------------------------------------------------------------------ */
+
+/* The whole host allocation (elements and guard bytes) is copied to device
+ * memory at `shift` elements past a 256-byte aligned address, so shift 1..3
+ * makes every element address misaligned for 16-byte vectors. */
+typedef struct dview {
+    tview h;                /* host view: the CPU reference runs on it */
+    unsigned char *d_buf;   /* cudaMalloc'd */
+    unsigned char *d_alloc; /* d_buf + shift elements: the device copy of h.alloc */
+    opf_tensor t;           /* the device tensor */
+    unsigned char *back;    /* host copy of the device allocation after a run */
+} dview;
+
+static void dv_make(dview *v, opf_dtype dt, int32_t ndim, const int64_t *shape, tv_layout layout, int offset_elems,
+                    int shift) {
+    tv_make(&v->h, dt, ndim, shape, layout, offset_elems);
+    CUDA_OK(cudaMalloc((void **)&v->d_buf, v->h.alloc_bytes + 64));
+    v->d_alloc = v->d_buf + (size_t)shift * v->h.elem;
+    v->t = v->h.t;
+    v->t.data = v->d_alloc + ((unsigned char *)v->h.t.data - v->h.alloc);
+    v->t.device.type = OPF_DEVICE_CUDA;
+    v->t.device.id = 0;
+    v->back = xmalloc(v->h.alloc_bytes);
+}
+
+static void dv_upload(dview *v) {
+    CUDA_OK(cudaMemcpy(v->d_alloc, v->h.alloc, v->h.alloc_bytes, cudaMemcpyHostToDevice));
+}
+
+/* Copies the device allocation back and returns a host view over it. */
+static tview dv_download(dview *v) {
+    CUDA_OK(cudaMemcpy(v->back, v->d_alloc, v->h.alloc_bytes, cudaMemcpyDeviceToHost));
+    tview b = v->h;
+    b.alloc = v->back;
+    b.t.data = v->back + ((unsigned char *)v->h.t.data - v->h.alloc);
+    return b;
+}
+
+static void dv_free(dview *v) {
+    tv_free(&v->h);
+    CUDA_OK(cudaFree(v->d_buf));
+    free(v->back);
+}
+
+static void sync_stream(void) { CUDA_OK(cudaStreamSynchronize(stream)); }
+
+static int is_nan_elem(const unsigned char *p, size_t elem) {
+    if (elem == sizeof(float)) {
+        float f;
+        memcpy(&f, p, sizeof f);
+        return isnan(f);
+    }
+    double d;
+    memcpy(&d, p, sizeof d);
+    return isnan(d);
+}
+
+/* Identical bits, except that any NaN matches any NaN. */
+static int check_same_nan_aware(const void *got, const void *want, size_t n, size_t elem, const char *ctx) {
+    const unsigned char *g = got, *w = want;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *gi = g + i * elem, *wi = w + i * elem;
+        if (memcmp(gi, wi, elem) != 0 && !(is_nan_elem(gi, elem) && is_nan_elem(wi, elem))) {
+            if (bad++ == 0) {
+                first = i;
+            }
+        }
+    }
+    if (bad == 0) {
+        return 1;
+    }
+    return CHECK_SAME_BITS(g + first * elem, w + first * elem, 1, elem, "%s: element %zu (of %zu; %zu differ)", ctx,
+                           first, n, bad);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ew_shape {
+    int32_t ndim;
+    int64_t shape[OPF_MAX_RANK];
+    int big; /* run only a few configurations */
+} ew_shape;
+
+static const ew_shape ew_shapes[] = {
+    {1, {0}, 0},
+    {1, {1}, 0},
+    {1, {7}, 0},
+    {1, {17}, 0},
+    {1, {1000}, 0},
+    {1, {(1 << 20) + 3}, 1},
+    {0, {0}, 0},
+    {2, {7, 17}, 0},
+    {2, {1000, 3}, 0},
+    {2, {0, 5}, 0},
+    {3, {3, 5, 7}, 0},
+    {3, {64, 1, 33}, 0},
+    {16, {2, 1, 3, 1, 2, 1, 1, 2, 1, 1, 1, 2, 1, 1, 1, 3}, 0},
+};
+
+/* Layout, byte_offset (elements) and device shift of the operands. */
+typedef struct ew_config {
+    const char *name;
+    tv_layout a, b, y;
+    int offset;
+    int shift_a, shift_b, shift_y;
+    int inplace; /* 1: y is a (exact alias); 2: y is b */
+} ew_config;
+
+static const ew_config ew_configs[] = {
+    {"contiguous-aligned", TV_CONTIG, TV_CONTIG, TV_CONTIG, 0, 0, 0, 0, 0},
+    {"contiguous-misaligned-x", TV_CONTIG, TV_CONTIG, TV_CONTIG, 0, 1, 0, 0, 0},
+    {"contiguous-misaligned-y", TV_CONTIG_STRIDES, TV_CONTIG, TV_CONTIG, 0, 0, 0, 2, 0},
+    {"contiguous-all-shifted-3", TV_CONTIG, TV_CONTIG, TV_CONTIG, 0, 3, 3, 3, 0},
+    {"byte-offset", TV_CONTIG_STRIDES, TV_CONTIG, TV_CONTIG_STRIDES, 3, 0, 0, 0, 0},
+    {"transposed-in", TV_TRANSPOSED, TV_CONTIG, TV_CONTIG, 0, 0, 0, 0, 0},
+    {"step2-in-negative-out", TV_STEP2, TV_NEGATIVE, TV_NEGATIVE, 1, 1, 0, 0, 0},
+    {"negative-in-step2-out", TV_NEGATIVE, TV_STEP2, TV_STEP2, 2, 0, 1, 1, 0},
+    {"broadcast-in", TV_BROADCAST, TV_TRANSPOSED, TV_CONTIG, 0, 0, 0, 0, 0},
+    {"transposed-out", TV_CONTIG, TV_BROADCAST, TV_TRANSPOSED, 0, 0, 0, 0, 0},
+    {"inplace-contiguous", TV_CONTIG, TV_CONTIG, TV_CONTIG, 0, 0, 0, 0, 1},
+    {"inplace-misaligned", TV_CONTIG, TV_CONTIG, TV_CONTIG, 0, 1, 0, 0, 1},
+    {"inplace-step2", TV_STEP2, TV_NEGATIVE, TV_STEP2, 0, 0, 0, 0, 1},
+    {"inplace-into-b", TV_TRANSPOSED, TV_NEGATIVE, TV_NEGATIVE, 0, 0, 0, 0, 2},
+};
+
+enum { EW_RELU, EW_RELU_INPLACE, EW_RELU_GRAD, EW_SCALE, EW_ADD, EW_COUNT };
+static const char *const ew_rows[EW_COUNT] = {"relu", "relu_", "relu_grad", "scale", "add"};
+static const double scale_alphas[] = {2.0, -0.3, 1e30};
+
+static int ew_config_applies(int kind, const ew_config *c, int big) {
+    int binary = kind == EW_RELU_GRAD || kind == EW_ADD;
+    int few = c == &ew_configs[0] || c == &ew_configs[1] || c == &ew_configs[6] || c == &ew_configs[10];
+    if ((big && (quick || !few)) || (quick && !few)) {
+        return 0;
+    }
+    if (kind == EW_RELU_INPLACE) { /* x is written: no broadcast, no separate output */
+        return c->inplace == 1 && c->a != TV_BROADCAST;
+    }
+    if (c->inplace == 2 && !binary) {
+        return 0;
+    }
+    if (c->inplace == 1 && c->a == TV_BROADCAST) {
+        return 0;
+    }
+    if (c->inplace == 2 && c->b == TV_BROADCAST) {
+        return 0;
+    }
+    return 1;
+}
+
+/* One op, dtype, shape and configuration: GPU vs CPU. */
+static void ew_case(int kind, opf_dtype dt, const ew_shape *s, const ew_config *c, double alpha, rng *r) {
+    const opf_op_def *op = row(ew_rows[kind]);
+    const int binary = kind == EW_RELU_GRAD || kind == EW_ADD;
+    char ctx[256], shape_str[128];
+    snprintf(ctx, sizeof ctx, "%s %s %s %s alpha=%g", ew_rows[kind], dtype_str(dt),
+             fmt_shape(shape_str, sizeof shape_str, s->ndim, s->shape), c->name, alpha);
+
+    dview a, b, y;
+    dv_make(&a, dt, s->ndim, s->shape, c->a, c->offset, c->shift_a);
+    tv_fill(&a.h, r, 1, NULL);
+    if (binary) {
+        dv_make(&b, dt, s->ndim, s->shape, c->b, c->offset, c->shift_b);
+        tv_fill(&b.h, r, 1, NULL);
+    }
+    const int separate_y = c->inplace == 0 && kind != EW_RELU_INPLACE;
+    if (separate_y) {
+        dv_make(&y, dt, s->ndim, s->shape, c->y, c->offset, c->shift_y);
+    }
+    dview *out = separate_y ? &y : (c->inplace == 2 ? &b : &a);
+    dv_upload(&a);
+    if (binary) {
+        dv_upload(&b);
+    }
+    if (separate_y) {
+        dv_upload(&y);
+    }
+    /* Snapshots of the inputs that must not change. */
+    unsigned char *snap_a = xmalloc(a.h.alloc_bytes), *snap_b = binary ? xmalloc(b.h.alloc_bytes) : NULL;
+    memcpy(snap_a, a.h.alloc, a.h.alloc_bytes);
+    if (binary) {
+        memcpy(snap_b, b.h.alloc, b.h.alloc_bytes);
+    }
+
+    const opf_tensor *gin[2] = {&a.t, binary ? &b.t : NULL}, *hin[2] = {&a.h.t, binary ? &b.h.t : NULL};
+    const opf_tensor *gout[1] = {&out->t}, *hout[1] = {&out->h.t};
+    opf_attr_value attrs[1] = {{.f = alpha}};
+    opf_status gst = opf_op_run_cuda(op, gin, kind == EW_RELU_INPLACE ? NULL : gout, attrs, stream);
+    char msg[512];
+    last_error_copy(msg, sizeof msg);
+    opf_status cst = opf_op_run(op, hin, kind == EW_RELU_INPLACE ? NULL : hout, attrs);
+    CHECK(cst == OPF_OK, "%s: CPU status %s (%s)", ctx, opf_status_name(cst), opf_last_error());
+    if (CHECK(gst == OPF_OK, "%s: GPU status %s (%s)", ctx, opf_status_name(gst), msg)) {
+        sync_stream();
+        size_t n = out->h.numel, elem = out->h.elem;
+        unsigned char *got = xcalloc(n, elem), *want = xcalloc(n, elem);
+        tview back = dv_download(out);
+        tv_gather(&back, got);
+        tv_gather(&out->h, want);
+        check_same_nan_aware(got, want, n, elem, ctx);
+        CHECK_TV_GUARDS(&back, "%s: output", ctx);
+        if (out != &a) {
+            tview ba = dv_download(&a);
+            CHECK_SAME_BITS(ba.alloc, snap_a, a.h.alloc_bytes, 1, "%s: input a modified", ctx);
+        }
+        if (binary && out != &b) {
+            tview bb = dv_download(&b);
+            CHECK_SAME_BITS(bb.alloc, snap_b, b.h.alloc_bytes, 1, "%s: input b modified", ctx);
+        }
+        free(got);
+        free(want);
+    }
+    free(snap_a);
+    free(snap_b);
+    dv_free(&a);
+    if (binary) {
+        dv_free(&b);
+    }
+    if (separate_y) {
+        dv_free(&y);
+    }
+}
+
+static void test_eltwise_kind(int kind) {
+    rng r = rng_seed(1000 + (uint64_t)kind);
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        for (size_t si = 0; si < sizeof ew_shapes / sizeof ew_shapes[0]; si++) {
+            for (size_t ci = 0; ci < sizeof ew_configs / sizeof ew_configs[0]; ci++) {
+                if (!ew_config_applies(kind, &ew_configs[ci], ew_shapes[si].big)) {
+                    continue;
+                }
+                if (kind == EW_SCALE) {
+                    for (size_t k = 0; k < sizeof scale_alphas / sizeof scale_alphas[0]; k++) {
+                        ew_case(kind, dtypes[d], &ew_shapes[si], &ew_configs[ci], scale_alphas[k], &r);
+                    }
+                } else {
+                    ew_case(kind, dtypes[d], &ew_shapes[si], &ew_configs[ci], 0.0, &r);
+                }
+            }
+        }
+    }
+}
+
+TEST(test_relu) { test_eltwise_kind(EW_RELU); }
+TEST(test_relu_inplace) { test_eltwise_kind(EW_RELU_INPLACE); }
+TEST(test_relu_grad) { test_eltwise_kind(EW_RELU_GRAD); }
+TEST(test_scale) { test_eltwise_kind(EW_SCALE); }
+TEST(test_add) { test_eltwise_kind(EW_ADD); }
+
+/* ------------------------------------------------------------------------ */
+/* Dense                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static double elem_at(const tview *v, size_t i) {
+    const void *p = tv_at(v, i);
+    if (v->t.dtype == OPF_F32) {
+        float f;
+        memcpy(&f, p, sizeof f);
+        return f;
+    }
+    double d;
+    memcpy(&d, p, sizeof d);
+    return d;
+}
+
+/* Values of a view, in C order, as doubles. */
+static double *values(const tview *v) {
+    double *out = xcalloc(v->numel, sizeof(double));
+    for (size_t i = 0; i < v->numel; i++) {
+        out[i] = elem_at(v, i);
+    }
+    return out;
+}
+
+/* Forward error bound of a length-k dot product (plus an addend) computed
+ * in two different orders: 2 * (k + 2) * u * sum |terms|. */
+static double unit_roundoff(opf_dtype dt) { return dt == OPF_F32 ? 0x1p-24 : 0x1p-53; }
+
+typedef struct dense_shape {
+    int64_t n, k, m;
+} dense_shape;
+
+static const dense_shape dense_shapes[] = {
+    {1, 1, 1}, {1, 33, 65}, {129, 65, 1},  {129, 65, 33},   {7, 0, 5},     {0, 5, 3},
+    {5, 3, 0}, {1, 1, 17},  {64, 128, 96}, {257, 300, 130}, {33, 1000, 9},
+};
+
+/* The quick set: 1x1x1, M = 1, 129x65x33, K = 0. */
+static int dense_shape_quick(size_t si) { return si <= 4 && si != 1; }
+
+typedef struct dense_layouts {
+    const char *name;
+    tv_layout x, w, b, y;
+    int shift; /* of x, w and b */
+} dense_layouts;
+
+static const dense_layouts dense_configs[] = {
+    {"contiguous", TV_CONTIG, TV_CONTIG, TV_CONTIG, TV_CONTIG, 0},
+    {"misaligned", TV_CONTIG, TV_CONTIG, TV_CONTIG, TV_CONTIG, 1},
+    {"transposed-x-w", TV_TRANSPOSED, TV_TRANSPOSED, TV_CONTIG, TV_CONTIG, 0},
+    {"strided-all", TV_STEP2, TV_NEGATIVE, TV_STEP2, TV_STEP2, 3},
+    {"broadcast-x-transposed-y", TV_BROADCAST, TV_CONTIG, TV_NEGATIVE, TV_TRANSPOSED, 0},
+};
+
+/* y = dense(x, w, b) on GPU and CPU; returns 1 if both ran. `special`:
+ * fill x with specials (NaN/Inf) instead of uniform values. */
+static void dense_case(opf_dtype dt, const dense_shape *s, const dense_layouts *L, int has_bias, int relu, rng *r) {
+    const opf_op_def *op = row("dense");
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "dense %s N=%lld K=%lld M=%lld %s bias=%d relu=%d", dtype_str(dt), (long long)s->n,
+             (long long)s->k, (long long)s->m, L->name, has_bias, relu);
+    int64_t xs[2] = {s->n, s->k}, ws[2] = {s->k, s->m}, bs[1] = {s->m}, ys[2] = {s->n, s->m};
+    dview x, w, b, y;
+    dv_make(&x, dt, 2, xs, L->x, 1, L->shift);
+    dv_make(&w, dt, 2, ws, L->w, 0, L->shift);
+    dv_make(&b, dt, 1, bs, L->b, 2, L->shift);
+    dv_make(&y, dt, 2, ys, L->y, 0, 0);
+    tv_fill(&x.h, r, 0, NULL);
+    tv_fill(&w.h, r, 0, NULL);
+    tv_fill(&b.h, r, 0, NULL);
+    dv_upload(&x);
+    dv_upload(&w);
+    dv_upload(&b);
+    dv_upload(&y);
+    double *xv = values(&x.h), *wv = values(&w.h), *bv = values(&b.h);
+
+    opf_attr_value attrs[1] = {{.i = relu ? OPF_ACT_RELU : OPF_ACT_NONE}};
+    const opf_tensor *gin[3] = {&x.t, &w.t, has_bias ? &b.t : NULL}, *gout[1] = {&y.t};
+    const opf_tensor *hin[3] = {&x.h.t, &w.h.t, has_bias ? &b.h.t : NULL}, *hout[1] = {&y.h.t};
+    opf_status gst = opf_op_run_cuda(op, gin, gout, attrs, stream);
+    char msg[512];
+    last_error_copy(msg, sizeof msg);
+    opf_status cst = opf_op_run(op, hin, hout, attrs);
+    CHECK(cst == OPF_OK, "%s: CPU status %s (%s)", ctx, opf_status_name(cst), opf_last_error());
+    if (CHECK(gst == OPF_OK, "%s: GPU status %s (%s)", ctx, opf_status_name(gst), msg)) {
+        sync_stream();
+        size_t n = y.h.numel;
+        tview back = dv_download(&y);
+        double *got = values(&back), *want = values(&y.h), *tol = xcalloc(n, sizeof(double));
+        for (int64_t i = 0; i < s->n; i++) {
+            for (int64_t j = 0; j < s->m; j++) {
+                double sum = has_bias ? fabs(bv[j]) : 0.0;
+                for (int64_t p = 0; p < s->k; p++) {
+                    sum += fabs(xv[i * s->k + p] * wv[p * s->m + j]);
+                }
+                tol[i * s->m + j] = 2.0 * (double)(s->k + 2) * unit_roundoff(dt) * sum;
+            }
+        }
+        CHECK_CLOSE_TOL(got, want, tol, n, "%s", ctx);
+        CHECK_TV_GUARDS(&back, "%s: y", ctx);
+        free(got);
+        free(want);
+        free(tol);
+    }
+    free(xv);
+    free(wv);
+    free(bv);
+    dv_free(&x);
+    dv_free(&w);
+    dv_free(&b);
+    dv_free(&y);
+}
+
+TEST(test_dense) {
+    rng r = rng_seed(7);
+    for (size_t d = 0; d < 2; d++) {
+        for (size_t si = 0; si < sizeof dense_shapes / sizeof dense_shapes[0]; si++) {
+            if (quick && !dense_shape_quick(si)) {
+                continue;
+            }
+            for (size_t li = 0; li < sizeof dense_configs / sizeof dense_configs[0]; li++) {
+                if (quick && li % 2 != 0) {
+                    continue;
+                }
+                for (int bias = 0; bias < 2; bias++) {
+                    for (int relu = 0; relu < 2; relu++) {
+                        dense_case(dtypes[d], &dense_shapes[si], &dense_configs[li], bias, relu, &r);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* NaN and Inf through the GEMM: without relu the GPU must give what the CPU
+ * gives. With the fused ReLU, a NaN pre-activation is NaN on the CPU; the
+ * cuBLASLt epilogue (documented as max(x, 0)) may give 0 — accepted, and
+ * reported on a NOTE line. */
+TEST(test_dense_nan_inf) {
+    const opf_op_def *op = row("dense");
+    for (size_t d = 0; d < 2; d++) {
+        opf_dtype dt = dtypes[d];
+        for (int relu = 0; relu < 2; relu++) {
+            int64_t n = 4, k = 8, m = 5;
+            int64_t xs[2] = {n, k}, ws[2] = {k, m}, bs[1] = {m}, ys[2] = {n, m};
+            dview x, w, b, y;
+            rng r = rng_seed(99);
+            dv_make(&x, dt, 2, xs, TV_CONTIG, 0, 0);
+            dv_make(&w, dt, 2, ws, TV_CONTIG, 0, 0);
+            dv_make(&b, dt, 1, bs, TV_CONTIG, 0, 0);
+            dv_make(&y, dt, 2, ys, TV_CONTIG, 0, 0);
+            tv_fill(&x.h, &r, 0, NULL);
+            tv_fill(&w.h, &r, 0, NULL);
+            tv_fill(&b.h, &r, 0, NULL);
+            /* row 0: a NaN; row 1: +Inf; row 2: -Inf (times w[0][j] of either sign) */
+            double specials[3] = {NAN, INFINITY, -INFINITY};
+            for (int i = 0; i < 3; i++) {
+                void *p = tv_at(&x.h, (size_t)(i * k));
+                if (dt == OPF_F32) {
+                    float f = (float)specials[i];
+                    memcpy(p, &f, sizeof f);
+                } else {
+                    memcpy(p, &specials[i], sizeof(double));
+                }
+            }
+            dv_upload(&x);
+            dv_upload(&w);
+            dv_upload(&b);
+            opf_attr_value attrs[1] = {{.i = relu ? OPF_ACT_RELU : OPF_ACT_NONE}};
+            opf_status gst = opf_op_run_cuda(op, (const opf_tensor *[]){&x.t, &w.t, &b.t}, (const opf_tensor *[]){&y.t},
+                                             attrs, stream);
+            CHECK_OK(gst, "dense nan/inf GPU");
+            CHECK_OK(
+                opf_op_run(op, (const opf_tensor *[]){&x.h.t, &w.h.t, &b.h.t}, (const opf_tensor *[]){&y.h.t}, attrs),
+                "dense nan/inf CPU");
+            if (gst == OPF_OK) {
+                sync_stream();
+                tview back = dv_download(&y);
+                double *got = values(&back), *want = values(&y.h);
+                int nan_to_zero = 0;
+                for (int64_t i = 0; i < n * m; i++) {
+                    if (isnan(want[i]) && got[i] == 0.0 && relu) {
+                        nan_to_zero++;
+                        got[i] = want[i]; /* accepted: see above */
+                    }
+                }
+                double *tol = xcalloc((size_t)(n * m), sizeof(double));
+                for (int64_t i = 0; i < n * m; i++) {
+                    tol[i] = 1e-4 * (fabs(want[i]) + 1.0);
+                }
+                CHECK_CLOSE_TOL(got, want, tol, (size_t)(n * m), "dense %s relu=%d with NaN/Inf inputs", dtype_str(dt),
+                                relu);
+                if (relu) {
+                    printf("NOTE dense %s relu: a NaN pre-activation gives %s on the GPU (%d elements)\n",
+                           dtype_str(dt),
+                           nan_to_zero ? "0 (cuBLASLt epilogue max(x, 0); the CPU gives NaN)" : "NaN, as on the CPU",
+                           nan_to_zero);
+                }
+                free(got);
+                free(want);
+                free(tol);
+            }
+            dv_free(&x);
+            dv_free(&w);
+            dv_free(&b);
+            dv_free(&y);
+        }
+    }
+}
+
+/* dense_grad with outputs selected by `mask` (1 dx, 2 dw, 4 db). */
+static void dense_grad_case(opf_dtype dt, const dense_shape *s, const dense_layouts *L, int relu, int mask, rng *r) {
+    const opf_op_def *op = row("dense_grad");
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "dense_grad %s N=%lld K=%lld M=%lld %s relu=%d outputs=%s%s%s", dtype_str(dt),
+             (long long)s->n, (long long)s->k, (long long)s->m, L->name, relu, mask & 1 ? "dx," : "",
+             mask & 2 ? "dw," : "", mask & 4 ? "db" : "");
+    int64_t dys[2] = {s->n, s->m}, xs[2] = {s->n, s->k}, ws[2] = {s->k, s->m}, bs[1] = {s->m};
+    dview dy, x, w, y, dx, dw, db;
+    /* inputs: dy as x's layout, y as w's; outputs: dx as y's layout, dw contiguous, db as b's */
+    dv_make(&dy, dt, 2, dys, L->x == TV_BROADCAST ? TV_CONTIG : L->x, 1, L->shift);
+    dv_make(&x, dt, 2, xs, L->x, 0, L->shift);
+    dv_make(&w, dt, 2, ws, L->w, 0, 0);
+    dv_make(&y, dt, 2, dys, L->w, 0, 0);
+    dv_make(&dx, dt, 2, xs, L->y, 0, 0);
+    dv_make(&dw, dt, 2, ws, TV_CONTIG, 0, L->shift);
+    dv_make(&db, dt, 1, bs, L->b, 0, 0);
+    tv_fill(&dy.h, r, 0, NULL);
+    tv_fill(&x.h, r, 0, NULL);
+    tv_fill(&w.h, r, 0, NULL);
+    tv_fill(&y.h, r, 0, NULL);
+    dview *all[7] = {&dy, &x, &w, &y, &dx, &dw, &db};
+    for (int i = 0; i < 7; i++) {
+        dv_upload(all[i]);
+    }
+    double *dyv = values(&dy.h), *xv = values(&x.h), *wv = values(&w.h);
+
+    opf_attr_value attrs[1] = {{.i = relu ? OPF_ACT_RELU : OPF_ACT_NONE}};
+    const opf_tensor *gin[4] = {&dy.t, &x.t, &w.t, relu ? &y.t : NULL};
+    const opf_tensor *hin[4] = {&dy.h.t, &x.h.t, &w.h.t, relu ? &y.h.t : NULL};
+    const opf_tensor *gout[3] = {mask & 1 ? &dx.t : NULL, mask & 2 ? &dw.t : NULL, mask & 4 ? &db.t : NULL};
+    const opf_tensor *hout[3] = {mask & 1 ? &dx.h.t : NULL, mask & 2 ? &dw.h.t : NULL, mask & 4 ? &db.h.t : NULL};
+    opf_status gst = opf_op_run_cuda(op, gin, gout, attrs, stream);
+    char msg[512];
+    last_error_copy(msg, sizeof msg);
+    opf_status cst = opf_op_run(op, hin, hout, attrs);
+    CHECK(cst == OPF_OK, "%s: CPU status %s (%s)", ctx, opf_status_name(cst), opf_last_error());
+    if (CHECK(gst == OPF_OK, "%s: GPU status %s (%s)", ctx, opf_status_name(gst), msg)) {
+        sync_stream();
+        const int64_t N = s->n, K = s->k, M = s->m;
+        const double u = unit_roundoff(dt);
+        for (int o = 0; o < 3; o++) {
+            if (!(mask & (1 << o))) {
+                continue;
+            }
+            dview *v = o == 0 ? &dx : (o == 1 ? &dw : &db);
+            tview back = dv_download(v);
+            double *got = values(&back), *want = values(&v->h), *tol = xcalloc(v->h.numel, sizeof(double));
+            /* bounds from |dz| <= |dy| */
+            for (size_t e = 0; e < v->h.numel; e++) {
+                double sum = 0.0;
+                int64_t inner = 0;
+                if (o == 0) { /* dx[i][p] = sum_j dz[i][j] w[p][j] */
+                    int64_t i = (int64_t)e / K, p = (int64_t)e % K;
+                    for (int64_t j = 0; j < M; j++) {
+                        sum += fabs(dyv[i * M + j] * wv[p * M + j]);
+                    }
+                    inner = M;
+                } else if (o == 1) { /* dw[p][j] = sum_i x[i][p] dz[i][j] */
+                    int64_t p = (int64_t)e / M, j = (int64_t)e % M;
+                    for (int64_t i = 0; i < N; i++) {
+                        sum += fabs(xv[i * K + p] * dyv[i * M + j]);
+                    }
+                    inner = N;
+                } else { /* db[j] = sum_i dz[i][j], in double, rounded once */
+                    for (int64_t i = 0; i < N; i++) {
+                        sum += fabs(dyv[i * M + (int64_t)e]);
+                    }
+                    tol[e] = 2.0 * (double)(N + 2) * 0x1p-53 * sum + 2.0 * u * fabs(want[e]);
+                    continue;
+                }
+                tol[e] = 2.0 * (double)(inner + 2) * u * sum;
+            }
+            CHECK_CLOSE_TOL(got, want, tol, v->h.numel, "%s: %s", ctx, o == 0 ? "dx" : (o == 1 ? "dw" : "db"));
+            CHECK_TV_GUARDS(&back, "%s: output %d", ctx, o);
+            free(got);
+            free(want);
+            free(tol);
+        }
+        /* outputs not requested stay untouched */
+        for (int o = 0; o < 3; o++) {
+            if (mask & (1 << o)) {
+                continue;
+            }
+            dview *v = o == 0 ? &dx : (o == 1 ? &dw : &db);
+            tview back = dv_download(v);
+            CHECK_BYTES(back.alloc, v->h.alloc_bytes, HARNESS_GUARD_BYTE, "%s: output %d not requested but written",
+                        ctx, o);
+        }
+    }
+    free(dyv);
+    free(xv);
+    free(wv);
+    for (int i = 0; i < 7; i++) {
+        dv_free(all[i]);
+    }
+}
+
+TEST(test_dense_grad) {
+    rng r = rng_seed(11);
+    static const int masks[] = {7, 1, 2, 4, 6, 0};
+    for (size_t d = 0; d < 2; d++) {
+        for (size_t si = 0; si < sizeof dense_shapes / sizeof dense_shapes[0]; si++) {
+            for (size_t li = 0; li < sizeof dense_configs / sizeof dense_configs[0]; li++) {
+                for (int relu = 0; relu < 2; relu++) {
+                    for (size_t mi = 0; mi < sizeof masks / sizeof masks[0]; mi++) {
+                        /* every mask on the first layouts, all outputs on the rest */
+                        if ((li > 1 || quick) && masks[mi] != 7) {
+                            continue;
+                        }
+                        if (quick && (!dense_shape_quick(si) || li % 2 != 0)) {
+                            continue;
+                        }
+                        dense_grad_case(dtypes[d], &dense_shapes[si], &dense_configs[li], relu, masks[mi], &r);
+                    }
+                }
+            }
+        }
+    }
+    /* a tall dz: the bias gradient's chunked reduction (several row chunks) */
+    dense_shape tall = {3000, 5, 70};
+    for (size_t d = 0; d < 2; d++) {
+        dense_grad_case(dtypes[d], &tall, &dense_configs[0], 1, 7, &r);
+        dense_grad_case(dtypes[d], &tall, &dense_configs[3], 0, 4, &r);
+    }
+}
+
+/* relu requires y: the same error as on the CPU. */
+TEST(test_dense_grad_relu_needs_y) {
+    const opf_op_def *op = row("dense_grad");
+    int64_t s2[2] = {3, 4}, xs[2] = {3, 2}, ws[2] = {2, 4};
+    dview dy, x, w, dx;
+    dv_make(&dy, OPF_F32, 2, s2, TV_CONTIG, 0, 0);
+    dv_make(&x, OPF_F32, 2, xs, TV_CONTIG, 0, 0);
+    dv_make(&w, OPF_F32, 2, ws, TV_CONTIG, 0, 0);
+    dv_make(&dx, OPF_F32, 2, xs, TV_CONTIG, 0, 0);
+    opf_attr_value attrs[1] = {{.i = OPF_ACT_RELU}};
+    opf_status st = opf_op_run_cuda(op, (const opf_tensor *[]){&dy.t, &x.t, &w.t, NULL},
+                                    (const opf_tensor *[]){&dx.t, NULL, NULL}, attrs, stream);
+    CHECK(st == OPF_E_INVALID, "status %s (%s)", opf_status_name(st), opf_last_error());
+    CHECK_CONTAINS(opf_last_error(), "required when activation is relu");
+    dv_free(&dy);
+    dv_free(&x);
+    dv_free(&w);
+    dv_free(&dx);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Streams: everything enqueued on the given stream only                     */
+/* ------------------------------------------------------------------------ */
+
+/* Captures relu, add, scale, dense (bias+relu, misaligned, strided output)
+ * and dense_grad into a graph in global capture mode — any launch on the
+ * legacy default stream, synchronization or non-stream-ordered allocation
+ * inside the library makes the capture fail — then replays it and compares. */
+TEST(test_stream_capture) {
+    for (size_t d = 0; d < 2; d++) {
+        opf_dtype dt = dtypes[d];
+        int64_t n = 1001, xs2[2] = {37, 29}, ws2[2] = {29, 23}, bs[1] = {23}, ys2[2] = {37, 23};
+        int64_t es[1] = {n};
+        rng r = rng_seed(5);
+        dview a, b, y1, y2, x, w, bias, y, dx, dw, db;
+        dv_make(&a, dt, 1, es, TV_CONTIG, 0, 0);
+        dv_make(&b, dt, 1, es, TV_CONTIG, 0, 1);
+        dv_make(&y1, dt, 1, es, TV_CONTIG, 0, 0);
+        dv_make(&y2, dt, 1, es, TV_STEP2, 0, 0);
+        dv_make(&x, dt, 2, xs2, TV_CONTIG, 0, 1);
+        dv_make(&w, dt, 2, ws2, TV_TRANSPOSED, 0, 0);
+        dv_make(&bias, dt, 1, bs, TV_CONTIG, 0, 1);
+        dv_make(&y, dt, 2, ys2, TV_STEP2, 0, 0);
+        dv_make(&dx, dt, 2, xs2, TV_CONTIG, 0, 0);
+        dv_make(&dw, dt, 2, ws2, TV_CONTIG, 0, 0);
+        dv_make(&db, dt, 1, bs, TV_CONTIG, 0, 0);
+        dview *all[] = {&a, &b, &y1, &y2, &x, &w, &bias, &y, &dx, &dw, &db};
+        const int count = (int)(sizeof all / sizeof all[0]);
+        tv_fill(&a.h, &r, 1, NULL);
+        tv_fill(&b.h, &r, 1, NULL);
+        tv_fill(&x.h, &r, 0, NULL);
+        tv_fill(&w.h, &r, 0, NULL);
+        tv_fill(&bias.h, &r, 0, NULL);
+        for (int i = 0; i < count; i++) {
+            dv_upload(all[i]);
+        }
+        opf_attr_value relu_attr[1] = {{.i = OPF_ACT_RELU}}, alpha[1] = {{.f = -1.5}};
+        const opf_op_def *relu = row("relu"), *add = row("add"), *scale = row("scale"), *dense = row("dense"),
+                         *dense_grad = row("dense_grad");
+        /* Each call once outside the capture first (first-use setup: module
+         * loading, the cuBLASLt handle), then the same calls captured. */
+        for (int pass = 0; pass < 2; pass++) {
+            cudaGraph_t graph = NULL;
+            if (pass == 1) {
+                CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+            }
+            opf_status st[5];
+            st[0] = opf_op_run_cuda(relu, (const opf_tensor *[]){&a.t}, (const opf_tensor *[]){&y1.t}, NULL, stream);
+            st[1] =
+                opf_op_run_cuda(add, (const opf_tensor *[]){&y1.t, &b.t}, (const opf_tensor *[]){&y2.t}, NULL, stream);
+            st[2] = opf_op_run_cuda(scale, (const opf_tensor *[]){&y2.t}, (const opf_tensor *[]){&y1.t}, alpha, stream);
+            st[3] = opf_op_run_cuda(dense, (const opf_tensor *[]){&x.t, &w.t, &bias.t}, (const opf_tensor *[]){&y.t},
+                                    relu_attr, stream);
+            st[4] = opf_op_run_cuda(dense_grad, (const opf_tensor *[]){&y.t, &x.t, &w.t, &y.t},
+                                    (const opf_tensor *[]){&dx.t, &dw.t, &db.t}, relu_attr, stream);
+            for (int i = 0; i < 5; i++) {
+                CHECK(st[i] == OPF_OK, "%s pass %d call %d: %s (%s)", dtype_str(dt), pass, i, opf_status_name(st[i]),
+                      opf_last_error());
+            }
+            if (pass == 1) {
+                cudaError_t err = cudaStreamEndCapture(stream, &graph);
+                if (!CHECK(err == cudaSuccess,
+                           "%s: stream capture failed: %s — the library used another stream or "
+                           "synchronized",
+                           dtype_str(dt), cudaGetErrorString(err))) {
+                    (void)cudaGetLastError();
+                    break;
+                }
+                /* Reset the outputs, replay, compare with the CPU. */
+                dv_upload(&y1);
+                dv_upload(&y2);
+                dv_upload(&y);
+                dv_upload(&dx);
+                dv_upload(&dw);
+                dv_upload(&db);
+                cudaGraphExec_t exec;
+                CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+                CUDA_OK(cudaGraphLaunch(exec, stream));
+                sync_stream();
+                CUDA_OK(cudaGraphExecDestroy(exec));
+                CUDA_OK(cudaGraphDestroy(graph));
+            } else {
+                sync_stream();
+            }
+        }
+        /* CPU reference of the same sequence. */
+        CHECK_OK(opf_op_run(relu, (const opf_tensor *[]){&a.h.t}, (const opf_tensor *[]){&y1.h.t}, NULL), "cpu relu");
+        CHECK_OK(opf_op_run(add, (const opf_tensor *[]){&y1.h.t, &b.h.t}, (const opf_tensor *[]){&y2.h.t}, NULL),
+                 "cpu add");
+        CHECK_OK(opf_op_run(scale, (const opf_tensor *[]){&y2.h.t}, (const opf_tensor *[]){&y1.h.t}, alpha),
+                 "cpu scale");
+        CHECK_OK(opf_op_run(dense, (const opf_tensor *[]){&x.h.t, &w.h.t, &bias.h.t}, (const opf_tensor *[]){&y.h.t},
+                            relu_attr),
+                 "cpu dense");
+        CHECK_OK(opf_op_run(dense_grad, (const opf_tensor *[]){&y.h.t, &x.h.t, &w.h.t, &y.h.t},
+                            (const opf_tensor *[]){&dx.h.t, &dw.h.t, &db.h.t}, relu_attr),
+                 "cpu dense_grad");
+        dview *exact[] = {&y1, &y2};
+        for (int i = 0; i < 2; i++) {
+            tview back = dv_download(exact[i]);
+            unsigned char *got = xcalloc(back.numel, back.elem), *want = xcalloc(back.numel, back.elem);
+            tv_gather(&back, got);
+            tv_gather(&exact[i]->h, want);
+            check_same_nan_aware(got, want, back.numel, back.elem, i == 0 ? "captured scale" : "captured add");
+            free(got);
+            free(want);
+        }
+        dview *gemm[] = {&y, &dx, &dw, &db};
+        const char *names[] = {"captured dense", "captured dx", "captured dw", "captured db"};
+        for (int i = 0; i < 4; i++) {
+            tview back = dv_download(gemm[i]);
+            double *got = values(&back), *want = values(&gemm[i]->h);
+            /* loose: the inputs are O(1), inner dims <= 37; dense_grad's dy is
+             * the GPU's own y, equal to the CPU's within rounding */
+            CHECK_CLOSE_F64(got, want, back.numel, dt == OPF_F32 ? 1e-3 : 1e-10, dt == OPF_F32 ? 1e-3 : 1e-10, "%s %s",
+                            names[i], dtype_str(dt));
+            free(got);
+            free(want);
+        }
+        for (int i = 0; i < count; i++) {
+            dv_free(all[i]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Errors and the device guard                                               */
+/* ------------------------------------------------------------------------ */
+
+TEST(test_errors) {
+    const opf_op_def *relu = row("relu"), *add = row("add"), *dense = row("dense");
+    int64_t shape[1] = {16};
+    dview x, y;
+    dv_make(&x, OPF_F32, 1, shape, TV_CONTIG, 0, 0);
+    dv_make(&y, OPF_F32, 1, shape, TV_CONTIG, 0, 0);
+
+    /* a CPU tensor */
+    opf_status st = opf_op_run_cuda(relu, (const opf_tensor *[]){&x.h.t}, (const opf_tensor *[]){&y.t}, NULL, stream);
+    CHECK(st == OPF_E_DEVICE, "CPU input: %s (%s)", opf_status_name(st), opf_last_error());
+    CHECK_CONTAINS(opf_last_error(), "cuda");
+    st = opf_op_run_cuda(relu, (const opf_tensor *[]){&x.t}, (const opf_tensor *[]){&y.h.t}, NULL, stream);
+    CHECK(st == OPF_E_DEVICE, "CPU output: %s (%s)", opf_status_name(st), opf_last_error());
+
+    /* two device ids */
+    opf_tensor y1 = y.t;
+    y1.device.id = 1;
+    st = opf_op_run_cuda(relu, (const opf_tensor *[]){&x.t}, (const opf_tensor *[]){&y1}, NULL, stream);
+    CHECK(st == OPF_E_DEVICE, "two devices: %s (%s)", opf_status_name(st), opf_last_error());
+    CHECK_CONTAINS(opf_last_error(), "device mismatch");
+    st = opf_op_run_cuda(add, (const opf_tensor *[]){&x.t, &y1}, (const opf_tensor *[]){&y.t}, NULL, stream);
+    CHECK(st == OPF_E_DEVICE, "two devices (inputs): %s (%s)", opf_status_name(st), opf_last_error());
+
+    /* a device that does not exist: the guard reports it */
+    opf_tensor xn = x.t, yn = y.t;
+    xn.device.id = yn.device.id = device_count + 3;
+    st = opf_op_run_cuda(relu, (const opf_tensor *[]){&xn}, (const opf_tensor *[]){&yn}, NULL, stream);
+    CHECK(st == OPF_E_DEVICE, "missing device: %s (%s)", opf_status_name(st), opf_last_error());
+    CHECK(cudaGetLastError() == cudaSuccess, "the library left a CUDA error behind");
+    int64_t ms[2] = {2, 2};
+    dview m1, m2, m3;
+    dv_make(&m1, OPF_F32, 2, ms, TV_CONTIG, 0, 0);
+    dv_make(&m2, OPF_F32, 2, ms, TV_CONTIG, 0, 0);
+    dv_make(&m3, OPF_F32, 2, ms, TV_CONTIG, 0, 0);
+    m1.t.device.id = m2.t.device.id = m3.t.device.id = device_count + 3;
+    st =
+        opf_op_run_cuda(dense, (const opf_tensor *[]){&m1.t, &m2.t, NULL}, (const opf_tensor *[]){&m3.t}, NULL, stream);
+    CHECK(st == OPF_E_DEVICE, "dense, missing device: %s (%s)", opf_status_name(st), opf_last_error());
+
+    /* the current device is restored (switching is only observable with two) */
+    int before = -1, after = -1;
+    int other = device_count > 1 ? 1 : 0;
+    CUDA_OK(cudaSetDevice(other));
+    CUDA_OK(cudaGetDevice(&before));
+    cudaStream_t s0;
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+    CUDA_OK(cudaSetDevice(other));
+    dv_upload(&x);
+    st = opf_op_run_cuda(relu, (const opf_tensor *[]){&x.t}, (const opf_tensor *[]){&y.t}, NULL, s0);
+    CHECK_OK(st, "relu with another device current");
+    CUDA_OK(cudaGetDevice(&after));
+    CHECK(before == other && after == other, "current device %d before, %d after (expected %d)", before, after, other);
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaStreamSynchronize(s0));
+    CUDA_OK(cudaStreamDestroy(s0));
+
+    dv_free(&m1);
+    dv_free(&m2);
+    dv_free(&m3);
+    dv_free(&x);
+    dv_free(&y);
+}
+
+/* Every row that declares a CUDA kernel is one this file tests. */
+TEST(test_rows_covered) {
+    static const char *const tested[] = {"relu", "relu_", "relu_grad", "scale", "add", "dense", "dense_grad"};
+    const opf_op_table *t = opf_builtin_ops();
+    for (int64_t i = 0; i < t->num_ops; i++) {
+        if (t->ops[i]->compute_cuda == NULL) {
+            continue;
+        }
+        int found = 0;
+        for (size_t j = 0; j < sizeof tested / sizeof tested[0]; j++) {
+            found = found || strcmp(tested[j], t->ops[i]->name) == 0;
+        }
+        CHECK(found, "row %s has a CUDA kernel that test_cuda.c does not test", t->ops[i]->name);
+    }
+}
+
+static int run_gpu_tests(void) {
+    int dev = 0;
+    CUDA_OK(cudaSetDevice(dev));
+    struct cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
+    printf("test_cuda: %d device(s); device 0: %s (sm_%d%d, %d SMs)%s\n", device_count, prop.name, prop.major,
+           prop.minor, prop.multiProcessorCount, quick ? "; quick set (OPFORGE_TEST_QUICK)" : "");
+    fflush(stdout);
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    RUN_TEST(test_rows_covered);
+    RUN_TEST(test_relu);
+    RUN_TEST(test_relu_inplace);
+    RUN_TEST(test_relu_grad);
+    RUN_TEST(test_scale);
+    RUN_TEST(test_add);
+    RUN_TEST(test_dense);
+    RUN_TEST(test_dense_nan_inf);
+    RUN_TEST(test_dense_grad);
+    RUN_TEST(test_dense_grad_relu_needs_y);
+    RUN_TEST(test_stream_capture);
+    RUN_TEST(test_errors);
+    CUDA_OK(cudaStreamDestroy(stream));
+    return harness_summary();
+}
+#endif /* OPF_HAVE_CUDA */
+
+int main(void) {
+    int count = opf_cuda_device_count();
+    if (count == 0) {
+#ifdef OPF_HAVE_CUDA
+        harness_skip("test_cuda", "no CUDA device or driver (opf_cuda_device_count() == 0)");
+#else
+        harness_skip("test_cuda", "libopforge built without CUDA (no nvcc, or CUDA=0)");
+#endif
+        return harness_summary();
+    }
+#ifdef OPF_HAVE_CUDA
+    device_count = count;
+    const char *q = getenv("OPFORGE_TEST_QUICK");
+    quick = q != NULL && q[0] != '\0' && strcmp(q, "0") != 0;
+    return run_gpu_tests();
+#else
+    return harness_summary();
+#endif
+}
