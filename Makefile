@@ -22,6 +22,7 @@ BASE_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC -pthread -fvisibility=hi
 INCLUDES := -Iinclude -Isrc/core -Isrc/kernels -Isrc/ops
 OPT ?= -O2 -g
 LDLIBS := -pthread -lm
+comma := ,
 # `make V=1` echoes every compiler command.
 Q := $(if $(V),,@)
 
@@ -96,7 +97,8 @@ $(LIB_A): $(OBJ) $(CUDA_OBJ) $(CONFIG_STAMP)
 
 $(PC): opforge.pc.in Makefile
 	@mkdir -p $(BUILD)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
+	  -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS) $(filter-out -Wl$(comma)--no-undefined,$(CUDA_LDLIBS)))|' $< > $@
 
 # --- C tests --------------------------------------------------------------------
 
@@ -168,7 +170,7 @@ test-python: venv
 demo: venv
 	$(VPY) examples/mlp_numpy.py
 
-test: lib test-c test-isa test-asan test-valgrind test-pkgconfig test-python
+test: lib format-check test-c test-isa test-asan test-valgrind test-pkgconfig test-cuda test-python
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -115,7 +115,9 @@ static opf_status opf_apply_rule(const opf_op_def *op, const opf_shapes *s, int3
                             op->outputs[output].name, op->inputs[rule->like].name);
         }
         *ndim = s->ndim[rule->like];
-        memcpy(shape, s->dims[rule->like], sizeof(int64_t) * (size_t)*ndim);
+        if (*ndim > 0) {
+            memcpy(shape, s->dims[rule->like], sizeof(int64_t) * (size_t)*ndim);
+        }
         return OPF_OK;
     }
     *ndim = rule->rank;

@@ -149,8 +149,11 @@ static opf_status opf_validate_op(const opf_op_table *table, const opf_op_def *o
         return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "row %lld of table '%s' has no name", (long long)index,
                         table->name);
     }
-    if (opf_op_find(table, op->name) != op) {
-        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' appears twice in table '%s'", op->name, table->name);
+    for (int64_t j = 0; j < index; j++) {
+        if (strcmp(table->ops[j]->name, op->name) == 0) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' appears twice in table '%s' (rows %lld and %lld)",
+                            op->name, table->name, (long long)j, (long long)index);
+        }
     }
     if (op->compute == NULL) {
         return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' has no compute function", op->name);

@@ -101,14 +101,18 @@ opf_status opf_tensor_check(const char *op, const char *name, const opf_tensor *
                         (int)t->device.id, opf_device_name(device_type));
     }
     size_t elem = opf_dtype_size(t->dtype);
+    int has_zero_dim = 0; /* an empty tensor cannot overflow, whatever its other dims */
+    for (int32_t d = 0; d < t->ndim; d++) {
+        has_zero_dim |= t->shape[d] == 0;
+    }
     int64_t numel = 1;
     for (int32_t d = 0; d < t->ndim; d++) {
         char dims[OPF_SHAPE_STR_CAPACITY];
         if (t->shape[d] < 0) {
-            return opf_fail(OPF_E_SHAPE, op, "%s has a negative dimension: %s", name,
-                            opf_format_dims(t->ndim, t->shape, dims));
+            return opf_fail(OPF_E_SHAPE, op, "%s has a negative dimension: dim %d is %lld", name, (int)d,
+                            (long long)t->shape[d]);
         }
-        if (t->shape[d] != 0 && numel > INT64_MAX / (int64_t)elem / t->shape[d]) {
+        if (!has_zero_dim && numel > INT64_MAX / (int64_t)elem / t->shape[d]) {
             return opf_fail(OPF_E_SHAPE, op, "%s is too large: %s elements overflow int64 bytes", name,
                             opf_format_dims(t->ndim, t->shape, dims));
         }

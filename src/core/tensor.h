@@ -21,7 +21,7 @@ int64_t opf_tensor_numel(const opf_tensor *t);
 /* Whether t is C-contiguous (dims of size 1 may have any stride). */
 int opf_tensor_is_contiguous(const opf_tensor *t);
 
-/* "[2,3]"; "[]" for a 0-d tensor; -1 dims print as "?". */
+/* "[2,3]"; "[]" for a 0-d tensor; negative (unknown) dims print as "?". */
 const char *opf_format_dims(int32_t ndim, const int64_t *shape, char buf[OPF_SHAPE_STR_CAPACITY]);
 
 /* Validates one tensor argument `name` of op `op`: rank, dims, element count

@@ -56,6 +56,11 @@ struct opf_device_guard {
         if (err != cudaSuccess) {
             return opf_cuda_fail(OPF_E_DEVICE, op, "CUDA is not usable", err);
         }
+        int count = 0;
+        if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
+            return opf_fail(OPF_E_DEVICE, op, "the tensors are on CUDA device %d, but %d CUDA device%s visible", device,
+                            count, count == 1 ? " is" : "s are");
+        }
         if (previous != device) {
             err = cudaSetDevice(device);
             if (err != cudaSuccess) {

@@ -126,15 +126,46 @@ static void opf_eltwise_strided(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-/* Merges adjacent dims that every operand walks contiguously, and drops
- * dims of size 1. Leaves at least one dim. */
-static void opf_eltwise_layout(opf_eltwise_job *job, const opf_tensor *const *operands) {
+/* Absolute value of an element stride. */
+static int64_t opf_abs64(int64_t v) { return v < 0 ? -v : v; }
+
+/* The iteration order: dims of size > 1, outermost first, ordered by the
+ * output's strides (largest first) so that the output — then the first
+ * input, on ties — is walked in memory order, as NumPy's iterator does. A
+ * transposed output is then written sequentially rather than column by
+ * column. Insertion sort: stable, and rank is at most OPF_MAX_RANK. */
+static int32_t opf_eltwise_order(const opf_eltwise_job *job, const opf_tensor *const *operands, int32_t *order) {
     const opf_tensor *y = operands[job->arity];
-    job->rank = 0;
+    int32_t count = 0;
     for (int32_t d = 0; d < y->ndim; d++) {
         if (y->shape[d] == 1) {
             continue;
         }
+        int64_t ys = opf_abs64(opf_tensor_stride(y, d)), xs = opf_abs64(opf_tensor_stride(operands[0], d));
+        int32_t at = count++;
+        while (at > 0) {
+            int32_t prev = order[at - 1];
+            int64_t pys = opf_abs64(opf_tensor_stride(y, prev)), pxs = opf_abs64(opf_tensor_stride(operands[0], prev));
+            if (pys > ys || (pys == ys && pxs >= xs)) {
+                break;
+            }
+            order[at] = prev;
+            at--;
+        }
+        order[at] = d;
+    }
+    return count;
+}
+
+/* Merges dims (in iteration order) that every operand walks contiguously.
+ * Leaves at least one dim. */
+static void opf_eltwise_layout(opf_eltwise_job *job, const opf_tensor *const *operands) {
+    const opf_tensor *y = operands[job->arity];
+    int32_t order[OPF_MAX_RANK];
+    int32_t count = opf_eltwise_order(job, operands, order);
+    job->rank = 0;
+    for (int32_t i = 0; i < count; i++) {
+        int32_t d = order[i];
         int r = job->rank;
         int merge = r > 0;
         for (int op = 0; op <= job->arity && merge; op++) {

@@ -40,16 +40,16 @@ static int expect_error(const char *file, int line, const char *what, opf_status
 }
 
 /* Scratch storage to point tensors at (aligned for float64 too). */
-typedef struct buf6 {
+typedef struct scratch {
     _Alignas(64) float v[64];
-} buf6;
+} scratch;
 
 static const int64_t s23[2] = {2, 3}, s32[2] = {3, 2}, s3[1] = {3}, s6[1] = {6};
 
 /* ------------------------------------------------------------------------ */
 
 TEST(test_null_tensors) {
-    buf6 a = {{0}}, b = {{0}};
+    scratch a = {{0}}, b = {{0}};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
     EXPECT_ERROR(opf_relu(NULL, &y), OPF_E_INVALID, "opf_relu", "x");
     EXPECT_ERROR(opf_relu(&x, NULL), OPF_E_INVALID, "opf_relu", "y");
@@ -78,7 +78,7 @@ TEST(test_null_tensors) {
 }
 
 TEST(test_null_data) {
-    buf6 b = {{0}};
+    scratch b = {{0}};
     opf_tensor x = opf_tensor_make(NULL, OPF_F32, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
     EXPECT_ERROR(opf_relu(&x, &y), OPF_E_INVALID, "opf_relu", "x");
     EXPECT_ERROR(opf_relu(&y, &x), OPF_E_INVALID, "opf_relu", "y");
@@ -88,7 +88,7 @@ TEST(test_null_data) {
 }
 
 TEST(test_dtypes) {
-    buf6 a = {{0}}, b = {{0}};
+    scratch a = {{0}}, b = {{0}};
     opf_tensor x = opf_tensor_make(a.v, OPF_F16, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
     EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DTYPE, "opf_relu", "x", "float16");
     x.dtype = OPF_BF16;
@@ -112,7 +112,7 @@ TEST(test_dtypes) {
 }
 
 TEST(test_bad_shapes) {
-    buf6 a = {{0}}, b = {{0}};
+    scratch a = {{0}}, b = {{0}};
     int64_t neg[2] = {2, -3};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, neg), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
     EXPECT_ERROR(opf_relu(&x, &y), OPF_E_SHAPE, "opf_relu", "x");
@@ -137,7 +137,7 @@ TEST(test_bad_shapes) {
 }
 
 TEST(test_add_shape_mismatch) {
-    buf6 a = {{0}}, b = {{0}}, c = {{0}};
+    scratch a = {{0}}, b = {{0}}, c = {{0}};
     for (int i = 0; i < 6; i++) {
         c.v[i] = 42.0f;
     }
@@ -154,7 +154,7 @@ TEST(test_add_shape_mismatch) {
 }
 
 TEST(test_output_shape) {
-    buf6 a = {{0}}, b = {{0}};
+    scratch a = {{0}}, b = {{0}};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 1, s3);
     EXPECT_ERROR(opf_relu(&x, &y), OPF_E_SHAPE, "opf_relu", "y", "[3]", "[2,3]");
     opf_tensor y32 = opf_tensor_make(b.v, OPF_F32, 2, s32);
@@ -165,7 +165,7 @@ TEST(test_output_shape) {
 }
 
 TEST(test_dense_shapes) {
-    buf6 a = {{0}}, b = {{0}}, c = {{0}};
+    scratch a = {{0}}, b = {{0}}, c = {{0}};
     const int64_t x3[3] = {2, 3, 1}, s34[2] = {3, 4}, s44[2] = {4, 4}, s24[2] = {2, 4}, s4[1] = {4}, s5[1] = {5},
                   s25[2] = {2, 5}, s14[2] = {1, 4};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, s23), w = opf_tensor_make(b.v, OPF_F32, 2, s34),
@@ -261,7 +261,7 @@ TEST(test_misaligned_data) {
 }
 
 TEST(test_device) {
-    buf6 a = {{0}}, b = {{0}};
+    scratch a = {{0}}, b = {{0}};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
     x.device.type = OPF_DEVICE_CUDA;
     EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DEVICE, "opf_relu", "x");
@@ -274,7 +274,7 @@ TEST(test_device) {
 }
 
 TEST(test_bad_enum_attr) {
-    buf6 a = {{0}}, b = {{0}}, c = {{0}};
+    scratch a = {{0}}, b = {{0}}, c = {{0}};
     const int64_t s22[2] = {2, 2};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, s22), w = opf_tensor_make(b.v, OPF_F32, 2, s22),
                y = opf_tensor_make(c.v, OPF_F32, 2, s22);
@@ -291,14 +291,14 @@ TEST(test_bad_enum_attr) {
     attrs[0].i = -1;
     EXPECT_ERROR(opf_op_run(dense, in, out, attrs), OPF_E_INVALID, "opf_dense", "activation");
     EXPECT_ERROR(opf_dense(&x, &w, NULL, (opf_activation)7, &y), OPF_E_INVALID, "opf_dense", "activation");
-    buf6 d = {{0}};
+    scratch d = {{0}};
     opf_tensor dx = opf_tensor_make(d.v, OPF_F32, 2, s22);
     EXPECT_ERROR(opf_dense_grad(&y, &x, &w, &y, (opf_activation)7, &dx, NULL, NULL), OPF_E_INVALID, "opf_dense_grad",
                  "activation");
 }
 
 TEST(test_huge_shapes) {
-    buf6 a = {{0}}, b = {{0}};
+    scratch a = {{0}}, b = {{0}};
     /* 2^40 x 2^40 elements: the count overflows int64. */
     const int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, max2[2] = {INT64_MAX, 2};
     const int64_t big_bytes[1] = {INT64_MAX / 2}; /* the count fits, the byte size does not */
@@ -331,7 +331,7 @@ static opf_status no_compute(const opf_tensor *const *in, const opf_tensor *cons
 
 TEST(test_op_run_cuda_rejects) {
     CHECK(opf_cuda_device_count() >= 0, "opf_cuda_device_count() = %d", opf_cuda_device_count());
-    buf6 a = {{0}}, b = {{0}};
+    scratch a = {{0}}, b = {{0}};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
     EXPECT_ERROR(opf_op_run_cuda(NULL, NULL, NULL, NULL, NULL), OPF_E_INVALID, "op");
     const opf_op_def *relu = opf_op_find(opf_builtin_ops(), "relu");

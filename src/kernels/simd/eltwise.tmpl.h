@@ -51,8 +51,8 @@ static inline __attribute__((always_inline)) void opf_eltwise_loop(opf_eltwise_k
         for (; i + OPF_STEP <= n; i += OPF_STEP) {
             opf_vec v[OPF_UNROLL];
             for (size_t u = 0; u < OPF_UNROLL; u++) {
-                v[u] = opf_apply_v(kind, opf_vloadu(a + i + u * OPF_VEC_LEN), opf_vloadu(b + i + u * OPF_VEC_LEN),
-                                   valpha);
+                v[u] =
+                    opf_apply_v(kind, opf_vloadu(a + i + u * OPF_VEC_LEN), opf_vloadu(b + i + u * OPF_VEC_LEN), valpha);
             }
             for (size_t u = 0; u < OPF_UNROLL; u++) {
                 opf_vstream(y + i + u * OPF_VEC_LEN, v[u]);
