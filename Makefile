@@ -3,7 +3,8 @@
 #   make            libopforge.so, libopforge.a, opforge.pc in build/
 #   make demo       set up everything (venv, package) and run the NumPy MLP demo
 #   make test       set up everything and run every test: C tests at every ISA
-#                   level, ASan+UBSan, valgrind, pkg-config consumer, Python
+#                   level, ASan+UBSan, valgrind, aarch64 NEON under qemu
+#                   (test-neon), pkg-config consumer, Python
 #   make install PREFIX=/usr/local
 #   make format     clang-format the C sources
 
@@ -42,10 +43,16 @@ KERNEL_FLAGS_scalar := -O2 -fno-tree-vectorize
 KERNEL_FLAGS_portable := -O3
 KERNEL_FLAGS_avx2 := -O3 -mavx2 -mfma
 KERNEL_FLAGS_avx512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma
-ARCH := $(shell uname -m)
+# Advanced SIMD is baseline on AArch64: no extra flags.
+KERNEL_FLAGS_neon := -O3
+# The target's architecture, from the compiler (so that a cross compiler,
+# `make CC=aarch64-linux-gnu-gcc`, gets that target's kernels), else the host's.
+ARCH := $(or $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null))),$(shell uname -m))
 KERNEL_ISAS := scalar portable
 ifeq ($(ARCH),x86_64)
 KERNEL_ISAS += avx2 avx512
+else ifeq ($(ARCH),aarch64)
+KERNEL_ISAS += neon
 endif
 KERNEL_SRC := $(foreach isa,$(KERNEL_ISAS),$(wildcard src/kernels/$(isa)/*.c))
 HEADERS := include/opforge.h $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
@@ -70,7 +77,7 @@ TEST_BIN := $(addprefix $(BUILD)/tests/,$(C_TESTS))
 ASAN_TEST_BIN := $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-.PHONY: all lib demo test test-c test-isa test-asan test-valgrind test-pkgconfig test-python venv \
+.PHONY: deps deps-test all lib demo test test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python venv \
         install uninstall format format-check clean
 
 all: lib
@@ -96,7 +103,7 @@ $(LIB_A): $(OBJ) $(CUDA_OBJ) $(CONFIG_STAMP)
 	ar rcs $@ $(OBJ) $(CUDA_OBJ)
 
 $(PC): opforge.pc.in Makefile
-	@mkdir -p $(BUILD)
+	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
 	  -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS) $(filter-out -Wl$(comma)--no-undefined,$(CUDA_LDLIBS)))|' $< > $@
 
@@ -106,7 +113,7 @@ TEST_FLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -g $(WARN) -Wno-missin
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_FLAGS) -O2 $< tests/c/harness.c $(LIB_A) -o $@ $(LDLIBS) $(CUDA_LDLIBS)
+	$(CC) $(TEST_FLAGS) -O2 $(TEST_LDFLAGS) $< tests/c/harness.c $(LIB_A) -o $@ $(LDLIBS) $(CUDA_LDLIBS)
 
 $(BUILD)/asan/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -138,11 +145,27 @@ test-valgrind: $(TEST_BIN)
 	@set -e; for t in $(VALGRIND_TESTS); do echo "== valgrind $$t"; \
 	  OPFORGE_VALGRIND=1 valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect $$t; done
 
+# The C tests on aarch64: the library and tests cross-compiled (CPU only,
+# tests linked statically so that qemu needs no sysroot), each test run under
+# qemu-aarch64 at the default level (neon), then forced portable and scalar.
+AARCH64_CC ?= aarch64-linux-gnu-gcc
+QEMU_AARCH64 ?= qemu-aarch64
+AARCH64_BUILD := build/aarch64
+AARCH64_TEST_BIN := $(addprefix $(AARCH64_BUILD)/tests/,$(C_TESTS))
+test-neon:
+	@for tool in $(AARCH64_CC) $(QEMU_AARCH64); do command -v $$tool >/dev/null || \
+	  { echo "test-neon: $$tool not found (make deps installs it)" >&2; exit 1; }; done
+	$(MAKE) --no-print-directory CC=$(AARCH64_CC) CUDA=0 BUILD=$(AARCH64_BUILD) TEST_LDFLAGS=-static \
+	  $(AARCH64_BUILD)/libopforge.a $(AARCH64_TEST_BIN)
+	@set -e; for isa in neon portable scalar; do for t in $(AARCH64_TEST_BIN); do \
+	  if [ $$isa = neon ]; then echo "== qemu-aarch64 $$t"; env -u OPFORGE_ISA $(QEMU_AARCH64) $$t; \
+	  else echo "== qemu-aarch64 OPFORGE_ISA=$$isa $$t"; OPFORGE_ISA=$$isa $(QEMU_AARCH64) $$t; fi; done; done
+
 # A consumer that knows only `pkg-config --cflags --libs opforge`.
 PKG_PREFIX := $(CURDIR)/$(BUILD)/pkgconfig-prefix
 test-pkgconfig:
 	rm -rf $(PKG_PREFIX)
-	$(MAKE) --no-print-directory install PREFIX=$(PKG_PREFIX) BUILD=$(BUILD)/pkgconfig-build
+	$(MAKE) --no-print-directory install PREFIX=$(PKG_PREFIX) PC=$(BUILD)/pkgconfig-test/opforge.pc
 	$(CC) -std=c11 -Wall -Wextra -Werror tests/pkgconfig/main.c -o $(BUILD)/pkgconfig-consumer \
 	  $$(PKG_CONFIG_PATH=$(PKG_PREFIX)/lib/pkgconfig pkg-config --cflags --libs opforge)
 	LD_LIBRARY_PATH=$(PKG_PREFIX)/lib $(BUILD)/pkgconfig-consumer
@@ -167,10 +190,22 @@ test-python: venv
 
 # --- main targets ------------------------------------------------------------------
 
-demo: venv
+# Debian packages a fresh machine may lack (installed only when missing), as
+# COMMAND:PACKAGE pairs (a COMMAND with a slash is a file that must exist).
+# `make test` also needs DEPS_TEST: test-neon's aarch64 cross compiler, its C
+# library and qemu, which `make demo` does not.
+DEPS_EXTRA ?=
+DEPS_TEST := aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu /usr/aarch64-linux-gnu/lib/libc.a:libc6-dev-arm64-cross \
+             qemu-aarch64:qemu-user
+deps:
+	@scripts/install-deps.sh $(DEPS_EXTRA)
+deps-test:
+	@scripts/install-deps.sh $(DEPS_EXTRA) $(DEPS_TEST)
+
+demo: deps venv
 	$(VPY) examples/mlp_numpy.py
 
-test: lib format-check test-c test-isa test-asan test-valgrind test-pkgconfig test-cuda test-python
+test: deps-test lib format-check test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-cuda test-python
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
