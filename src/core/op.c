@@ -304,21 +304,38 @@ static opf_status opf_op_validate(const opf_op_def *op, const opf_tensor *const 
 
 static const opf_tensor *const opf_no_tensors[OPF_MAX_ARGS] = {NULL};
 
+/* A call with its defaults filled in: NULL argument lists become empty ones
+ * and NULL attrs the row's defaults (held in `defaults`). */
+typedef struct opf_call {
+    const opf_tensor *const *inputs;
+    const opf_tensor *const *outputs;
+    const opf_attr_value *attrs;
+    opf_attr_value defaults[OPF_MAX_ATTRS];
+} opf_call;
+
+/* Fills `call` and validates it for `device`. */
+static opf_status opf_call_prepare(opf_call *call, const opf_op_def *op, const opf_tensor *const *inputs,
+                                   const opf_tensor *const *outputs, const opf_attr_value *attrs,
+                                   opf_device_type device) {
+    call->inputs = inputs != NULL ? inputs : opf_no_tensors;
+    call->outputs = outputs != NULL ? outputs : opf_no_tensors;
+    if (attrs == NULL) {
+        opf_op_default_attrs(op, call->defaults);
+        attrs = call->defaults;
+    }
+    call->attrs = attrs;
+    return opf_op_validate(op, call->inputs, call->outputs, call->attrs, device);
+}
+
 opf_status opf_op_run(const opf_op_def *op, const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                       const opf_attr_value *attrs) {
     opf_clear_error();
     if (op == NULL) {
         return opf_fail(OPF_E_INVALID, "op_run", "op is NULL");
     }
-    opf_attr_value defaults[OPF_MAX_ATTRS];
-    if (attrs == NULL) {
-        opf_op_default_attrs(op, defaults);
-        attrs = defaults;
-    }
-    inputs = inputs != NULL ? inputs : opf_no_tensors;
-    outputs = outputs != NULL ? outputs : opf_no_tensors;
-    opf_status st = opf_op_validate(op, inputs, outputs, attrs, OPF_DEVICE_CPU);
-    return st != OPF_OK ? st : op->compute(inputs, outputs, attrs);
+    opf_call call;
+    opf_status st = opf_call_prepare(&call, op, inputs, outputs, attrs, OPF_DEVICE_CPU);
+    return st != OPF_OK ? st : op->compute(call.inputs, call.outputs, call.attrs);
 }
 
 opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs, const opf_tensor *const *outputs,
@@ -331,13 +348,7 @@ opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs
         return opf_fail(OPF_E_UNSUPPORTED, op->name, "has no CUDA kernel%s",
                         opf_cuda_device_count() == 0 ? " (or this library was built without CUDA)" : "");
     }
-    opf_attr_value defaults[OPF_MAX_ATTRS];
-    if (attrs == NULL) {
-        opf_op_default_attrs(op, defaults);
-        attrs = defaults;
-    }
-    inputs = inputs != NULL ? inputs : opf_no_tensors;
-    outputs = outputs != NULL ? outputs : opf_no_tensors;
-    opf_status st = opf_op_validate(op, inputs, outputs, attrs, OPF_DEVICE_CUDA);
-    return st != OPF_OK ? st : op->compute_cuda(inputs, outputs, attrs, stream);
+    opf_call call;
+    opf_status st = opf_call_prepare(&call, op, inputs, outputs, attrs, OPF_DEVICE_CUDA);
+    return st != OPF_OK ? st : op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
 }
