@@ -595,6 +595,17 @@ TEST(test_dispatch_levels) {
     if (forced != NULL && strcmp(forced, "portable") == 0) {
         CHECK(opf_get_isa() == OPF_ISA_PORTABLE, "OPFORGE_ISA=portable but level is %s", opf_isa_name(opf_get_isa()));
     }
+    if (forced == NULL) {
+        /* Unforced, the level in use is the highest this CPU runs (neon on aarch64). */
+        opf_isa best = OPF_ISA_PORTABLE;
+        for (int isa = OPF_ISA_AVX2; isa <= OPF_ISA_NEON; isa++) {
+            if (opf_cpu_supports((opf_isa)isa)) {
+                best = (opf_isa)isa;
+            }
+        }
+        CHECK(opf_get_isa() == best, "default level is %s, the best this CPU runs is %s", opf_isa_name(opf_get_isa()),
+              opf_isa_name(best));
+    }
     CHECK(strcmp(opf_isa_name(OPF_ISA_SCALAR), "scalar") == 0 &&
               strcmp(opf_isa_name(OPF_ISA_PORTABLE), "portable") == 0 &&
               strcmp(opf_isa_name(OPF_ISA_AVX2), "avx2") == 0 && strcmp(opf_isa_name(OPF_ISA_AVX512), "avx512") == 0 &&

@@ -8,12 +8,18 @@
  * NR_VECS fused multiply-adds. The store applies bias (first k-block) or
  * accumulates (later ones), then ReLU: full tiles with unit column stride are
  * stored as vectors, edge tiles through a small buffer. Contract in kernels.h.
+ *
+ * Every loop over the MR rows is unrolled completely (#pragma GCC unroll, for
+ * MR <= 16) before GCC's scalar replacement of aggregates, so that acc[][] is
+ * registers only: with one of them left rolled, acc[][] stays an array in
+ * memory and GCC 12 for AArch64 stores every accumulator on every k step.
  */
 enum { OPF_NR = OPF_NR_VECS * OPF_VEC_LEN };
 
 void OPF_GEMM_NAME(size_t k, const opf_elem *a, const opf_elem *b, opf_elem *c, int64_t rsc, int64_t csc, size_t mr,
                    size_t nr, const opf_elem *bias, int accumulate, int apply_relu) {
     opf_vec acc[OPF_MR][OPF_NR_VECS];
+#pragma GCC unroll 16
     for (size_t i = 0; i < OPF_MR; i++) {
         for (size_t j = 0; j < OPF_NR_VECS; j++) {
             acc[i][j] = opf_vzero();
@@ -25,6 +31,7 @@ void OPF_GEMM_NAME(size_t k, const opf_elem *a, const opf_elem *b, opf_elem *c, 
         for (size_t j = 0; j < OPF_NR_VECS; j++) {
             bv[j] = opf_vloadu(b + p * OPF_NR + j * OPF_VEC_LEN);
         }
+#pragma GCC unroll 16
         for (size_t i = 0; i < OPF_MR; i++) {
             const opf_vec av = opf_vset1(a[p * OPF_MR + i]);
             for (size_t j = 0; j < OPF_NR_VECS; j++) {
@@ -33,6 +40,7 @@ void OPF_GEMM_NAME(size_t k, const opf_elem *a, const opf_elem *b, opf_elem *c, 
         }
     }
     if (mr == OPF_MR && nr == OPF_NR && csc == 1) {
+#pragma GCC unroll 16
         for (size_t i = 0; i < OPF_MR; i++) {
             opf_elem *row = c + (int64_t)i * rsc;
             for (size_t j = 0; j < OPF_NR_VECS; j++) {
@@ -48,6 +56,7 @@ void OPF_GEMM_NAME(size_t k, const opf_elem *a, const opf_elem *b, opf_elem *c, 
         return;
     }
     opf_elem tile[OPF_MR][OPF_NR];
+#pragma GCC unroll 16
     for (size_t i = 0; i < OPF_MR; i++) {
         for (size_t j = 0; j < OPF_NR_VECS; j++) {
             opf_vstoreu(&tile[i][j * OPF_VEC_LEN], acc[i][j]);
