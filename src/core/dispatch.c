@@ -6,6 +6,7 @@
  * runs, up to the table's level. OPFORGE_ISA forces the level in use.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,9 +93,63 @@ static void opf_use_level(opf_kernels *table, opf_isa level) {
     }
 }
 
-static void opf_build_table(opf_kernels *table, opf_isa cap) {
+/* Size of cache index `index` of CPU 0 from sysfs, if it is a data or
+ * unified cache of level `level`; 0 otherwise. */
+static size_t opf_sysfs_cache(int index, int level) {
+    char path[96], text[32];
+    size_t size = 0;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
+    FILE *f = fopen(path, "r");
+    int found_level = 0;
+    if (f == NULL) {
+        return 0;
+    }
+    if (fscanf(f, "%d", &found_level) != 1) {
+        found_level = 0;
+    }
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", index);
+    f = fopen(path, "r");
+    if (f == NULL || fgets(text, sizeof text, f) == NULL || strncmp(text, "Instruction", 11) == 0 ||
+        found_level != level) {
+        if (f != NULL) {
+            fclose(f);
+        }
+        return 0;
+    }
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+    f = fopen(path, "r");
+    unsigned long value = 0;
+    char unit = 0;
+    if (f != NULL && fscanf(f, "%lu%c", &value, &unit) >= 1) {
+        size = (size_t)value * (unit == 'K' ? 1024u : unit == 'M' ? 1024u * 1024u : 1u);
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return size;
+}
+
+static opf_cache_sizes opf_detect_caches(void) {
+    opf_cache_sizes c = {32 * 1024, 512 * 1024, 8 * 1024 * 1024};
+    size_t *fields[4] = {NULL, &c.l1d, &c.l2, &c.l3};
+    for (int level = 1; level <= 3; level++) {
+        for (int index = 0; index < 8; index++) {
+            size_t size = opf_sysfs_cache(index, level);
+            if (size > 0) {
+                *fields[level] = size;
+                break;
+            }
+        }
+    }
+    return c;
+}
+
+static void opf_build_table(opf_kernels *table, opf_isa cap, opf_cache_sizes caches) {
     memset(table, 0, sizeof *table);
     table->isa = OPF_ISA_SCALAR;
+    table->caches = caches;
 #define OPF_ELTWISE_UKERNEL(isa, dtype, op, arity, fn)                                                                 \
     if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
         table->eltwise[OPF_K_##dtype##_##op] = (opf_any_ukernel)fn;                                                    \
@@ -128,10 +183,11 @@ static opf_isa opf_isa_from_env(void) {
 }
 
 static void opf_dispatch_init(void) {
+    opf_cache_sizes caches = opf_detect_caches();
     for (int i = 0; i < OPF_ISA_COUNT; i++) {
         opf_table_valid[i] = opf_cpu_supports((opf_isa)i);
         if (opf_table_valid[i]) {
-            opf_build_table(&opf_tables[i], (opf_isa)i);
+            opf_build_table(&opf_tables[i], (opf_isa)i, caches);
         }
     }
     opf_isa wanted = opf_isa_from_env();

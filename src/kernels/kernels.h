@@ -96,8 +96,15 @@ typedef void (*opf_any_ukernel)(void);
 /* The dispatch table: one kernel per slot for the selected ISA, and the GEMM
  * micro-kernels. Built once from the scalar references, then overridden by
  * every registered variant of a level the CPU runs, up to the chosen level. */
+/* Data cache sizes in bytes, per core for L1 and L2, detected once (Linux
+ * sysfs; conservative defaults elsewhere). The GEMM sizes its blocks from them. */
+typedef struct opf_cache_sizes {
+    size_t l1d, l2, l3;
+} opf_cache_sizes;
+
 typedef struct opf_kernels {
     opf_isa isa; /* the highest level any kernel of this table comes from */
+    opf_cache_sizes caches;
     opf_any_ukernel eltwise[OPF_K_COUNT];
     opf_gemm_f32_config f32_gemm;
     opf_gemm_f64_config f64_gemm;

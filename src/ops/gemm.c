@@ -20,12 +20,30 @@
 #include "kernels.h"
 #include "threadpool.h"
 
-/* Cache blocking (elements): a KC x NR B panel and an MR x KC A panel stay in
- * L1, an MC x KC block of A in L2. */
-enum { OPF_KC = 256, OPF_MC = 128, OPF_NC = 2048 };
+/* Cache blocking, sized from the detected caches (see opf_gemm_blocks). */
+typedef struct opf_gemm_blocks {
+    int64_t kc, mc, nc;
+} opf_gemm_blocks;
+
+static int64_t opf_clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* KC: a KC x NR micro-panel of B fills half of L1 (the rest holds the A
+ * micro-panel and C). MC: an MC x KC block of A fills half of L2, in whole
+ * MR panels. NC: a KC x NC panel of B takes a quarter of L3 (shared with the
+ * other cores), in whole NR panels. */
+static opf_gemm_blocks opf_gemm_blocks_for(const opf_cache_sizes *caches, size_t mr, size_t nr, size_t elem) {
+    opf_gemm_blocks b;
+    b.kc = opf_clamp64((int64_t)(caches->l1d / 2 / (nr * elem)) / 8 * 8, 64, 1024);
+    b.mc =
+        opf_clamp64((int64_t)(caches->l2 / 2 / ((size_t)b.kc * elem)), (int64_t)mr, 1024) / (int64_t)mr * (int64_t)mr;
+    b.nc =
+        opf_clamp64((int64_t)(caches->l3 / 4 / ((size_t)b.kc * elem)), (int64_t)nr, 8192) / (int64_t)nr * (int64_t)nr;
+    return b;
+}
 
 typedef struct opf_gemm_job {
     const opf_gemm_args *args;
+    opf_gemm_blocks blocks;
     size_t elem;
     size_t mr, nr;
     opf_any_ukernel ukernel;
@@ -124,17 +142,18 @@ static void opf_gemm_columns(void *ctx, int64_t begin, int64_t end) {
     const int64_t col_begin = begin * nr, col_end = end * nr < g->n ? end * nr : g->n;
     char *buffer = job->buffers + (size_t)atomic_fetch_add(&job->next_slot, 1) * job->buffer_bytes;
     char *packed_a = buffer, *packed_b = buffer + job->a_bytes;
-    const int64_t k_slices = g->k == 0 ? 1 : (g->k + OPF_KC - 1) / OPF_KC;
+    const int64_t KC = job->blocks.kc, MC = job->blocks.mc, NC = job->blocks.nc;
+    const int64_t k_slices = g->k == 0 ? 1 : (g->k + KC - 1) / KC;
 
-    for (int64_t jc = col_begin; jc < col_end; jc += OPF_NC) {
-        int64_t nc = col_end - jc < OPF_NC ? col_end - jc : OPF_NC;
+    for (int64_t jc = col_begin; jc < col_end; jc += NC) {
+        int64_t nc = col_end - jc < NC ? col_end - jc : NC;
         for (int64_t slice = 0; slice < k_slices; slice++) {
-            int64_t pc = slice * OPF_KC;
-            int64_t kc = g->k - pc < OPF_KC ? g->k - pc : OPF_KC;
+            int64_t pc = slice * KC;
+            int64_t kc = g->k - pc < KC ? g->k - pc : KC;
             int first = slice == 0, last = slice == k_slices - 1;
             opf_pack_b(job, pc, kc, jc, nc, packed_b);
-            for (int64_t ic = 0; ic < g->m; ic += OPF_MC) {
-                int64_t mc = g->m - ic < OPF_MC ? g->m - ic : OPF_MC;
+            for (int64_t ic = 0; ic < g->m; ic += MC) {
+                int64_t mc = g->m - ic < MC ? g->m - ic : MC;
                 opf_pack_a(job, ic, mc, pc, kc, packed_a);
                 for (int64_t jr = 0; jr < nc; jr += nr) {
                     size_t nr_valid = (size_t)(nc - jr < nr ? nc - jr : nr);
@@ -168,10 +187,11 @@ opf_status opf_gemm(const char *op, const opf_gemm_args *args) {
         job.mr = kernels->f64_gemm.mr;
         job.nr = kernels->f64_gemm.nr;
     }
-    const int64_t kc_max = args->k < OPF_KC ? (args->k > 0 ? args->k : 1) : OPF_KC;
+    job.blocks = opf_gemm_blocks_for(&kernels->caches, job.mr, job.nr, job.elem);
+    const int64_t kc_max = args->k < job.blocks.kc ? (args->k > 0 ? args->k : 1) : job.blocks.kc;
     const int64_t panels = (args->n + (int64_t)job.nr - 1) / (int64_t)job.nr;
-    const int64_t nc_max = OPF_NC < panels * (int64_t)job.nr ? OPF_NC : panels * (int64_t)job.nr;
-    const int64_t mc_max = args->m < OPF_MC ? args->m : OPF_MC;
+    const int64_t nc_max = job.blocks.nc < panels * (int64_t)job.nr ? job.blocks.nc : panels * (int64_t)job.nr;
+    const int64_t mc_max = args->m < job.blocks.mc ? args->m : job.blocks.mc;
     /* Enough work per thread to pay for its own packing of A: ~64 columns
      * of a big product, more for small ones. */
     int64_t flops_per_panel = 2 * args->m * (args->k > 0 ? args->k : 1) * (int64_t)job.nr;
