@@ -35,6 +35,9 @@
  * what the chosen algorithm needs) come from cudaMallocAsync on the stream and
  * are released with cudaFreeAsync after the work using them is enqueued.
  */
+#include <pthread.h>
+#include <string.h>
+
 #include "cublaslt.h"
 #include "cuda_kernels.h"
 #include "cuda_util.h"
@@ -227,6 +230,52 @@ struct opf_lt_objects {
     opf_lt_objects &operator=(const opf_lt_objects &);
 };
 
+/* A cache of cuBLASLt's algorithm choice per problem. Asking the heuristic
+ * costs tens of microseconds of host time per call — more than a small GEMM
+ * takes on the GPU — so each problem (device, dtype, transposes, epilogue,
+ * shapes, leading dimensions, pointer alignments) asks once. Like the
+ * per-device handles in cublaslt.c, this is process-wide state guarded by a
+ * mutex; entries are replaced round-robin. */
+struct opf_lt_plan_key {
+    int32_t device, f32, trans_a, trans_b, has_bias;
+    uint32_t epilogue, align_a, align_b, align_d;
+    uint64_t a_rows, a_cols, b_rows, b_cols, d_rows, d_cols;
+    int64_t lda, ldb, ldd;
+};
+
+enum { OPF_LT_PLAN_SLOTS = 64 };
+
+struct opf_lt_plan_cache {
+    pthread_mutex_t lock;
+    int used, next;
+    opf_lt_plan_key keys[OPF_LT_PLAN_SLOTS];
+    opf_lt_heuristic plans[OPF_LT_PLAN_SLOTS];
+};
+
+static opf_lt_plan_cache opf_lt_plans = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {}, {}};
+
+static bool opf_lt_plan_find(const opf_lt_plan_key &key, opf_lt_heuristic *plan) {
+    bool found = false;
+    pthread_mutex_lock(&opf_lt_plans.lock);
+    for (int i = 0; i < opf_lt_plans.used && !found; i++) {
+        if (memcmp(&opf_lt_plans.keys[i], &key, sizeof key) == 0) {
+            *plan = opf_lt_plans.plans[i];
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&opf_lt_plans.lock);
+    return found;
+}
+
+static void opf_lt_plan_store(const opf_lt_plan_key &key, const opf_lt_heuristic &plan) {
+    pthread_mutex_lock(&opf_lt_plans.lock);
+    int slot = opf_lt_plans.used < OPF_LT_PLAN_SLOTS ? opf_lt_plans.used++ : opf_lt_plans.next;
+    opf_lt_plans.next = (slot + 1) % OPF_LT_PLAN_SLOTS;
+    opf_lt_plans.keys[slot] = key;
+    opf_lt_plans.plans[slot] = plan;
+    pthread_mutex_unlock(&opf_lt_plans.lock);
+}
+
 opf_status opf_lt_fail(const opf_ctx &cx, const char *what, opf_lt_status s) {
     return opf_fail(OPF_E_INTERNAL, cx.op, "cuBLASLt %s failed: %s (%d)", what, opf_cublaslt_status_name(s), (int)s);
 }
@@ -302,15 +351,32 @@ opf_status opf_lt_matmul(const opf_ctx &cx, const opf_lt_api *api, opf_lt_handle
     if (s != OPF_LT_SUCCESS) {
         return opf_lt_fail(cx, "MatmulPreferenceSetAttribute", s);
     }
+    opf_lt_plan_key key;
+    memset(&key, 0, sizeof key); /* padding too: keys are compared bytewise */
+    key.device = cx.device;
+    key.f32 = f32;
+    key.trans_a = trans_a;
+    key.trans_b = trans_b;
+    key.has_bias = bias != NULL;
+    key.epilogue = epilogue;
+    key.align_a = align_a;
+    key.align_b = align_b;
+    key.align_d = align_d;
+    key.a_rows = va.rows, key.a_cols = va.cols, key.lda = va.ld;
+    key.b_rows = vb.rows, key.b_cols = vb.cols, key.ldb = vb.ld;
+    key.d_rows = vd.rows, key.d_cols = vd.cols, key.ldd = vd.ld;
     opf_lt_heuristic result;
-    int found = 0;
-    s = api->heuristic(handle, o.desc, o.a, o.b, o.d, o.d, o.pref, 1, &result, &found);
-    if (s == OPF_LT_NOT_SUPPORTED || (s == OPF_LT_SUCCESS && found == 0)) {
-        *supported = false;
-        return OPF_OK;
-    }
-    if (s != OPF_LT_SUCCESS) {
-        return opf_lt_fail(cx, "MatmulAlgoGetHeuristic", s);
+    if (!opf_lt_plan_find(key, &result)) {
+        int found = 0;
+        s = api->heuristic(handle, o.desc, o.a, o.b, o.d, o.d, o.pref, 1, &result, &found);
+        if (s == OPF_LT_NOT_SUPPORTED || (s == OPF_LT_SUCCESS && found == 0)) {
+            *supported = false;
+            return OPF_OK;
+        }
+        if (s != OPF_LT_SUCCESS) {
+            return opf_lt_fail(cx, "MatmulAlgoGetHeuristic", s);
+        }
+        opf_lt_plan_store(key, result);
     }
     void *workspace = NULL;
     if (result.workspace_size > 0) {
