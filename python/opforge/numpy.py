@@ -38,6 +38,19 @@ Calling convention
   the argument; a failed C call raises per ``opforge._status.check``
   (TypeError, ValueError, MemoryError, RuntimeError) with the library's message.
 - The C call runs without the GIL.
+
+Per-call cost
+-------------
+A call costs a few microseconds over the kernel itself. Everything static
+about a row (argument kinds, attribute encoders, shape rules) is worked out at
+import, and the C structs a call passes (``opf_tensor`` views, pointer arrays,
+attribute values) are allocated once per op and reused (``_Views``). The
+common call (inputs by position, NumPy arrays of one supported dtype that need
+no copy, ``out=`` arrays or None) takes a direct path that leaves every check
+the library makes to ``opf_op_run``; only when that fails does the adapter
+redo its own checks, so errors read the same on every path. Anything else
+(Python numbers and lists, keyword inputs, misaligned arrays, ...) goes
+through the generic path, which binds and checks every argument in Python.
 """
 
 from __future__ import annotations
@@ -46,7 +59,7 @@ import inspect
 import numbers
 import operator
 import os
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, NoReturn, Optional, Sequence, Union
 
 import numpy as np
 
@@ -84,43 +97,36 @@ def _dims(shape: Sequence[int]) -> str:
 # Tensor views
 # --------------------------------------------------------------------------
 
-
+_MAX_RANK: int = lib.OPF_MAX_RANK
+_NULL = ffi.NULL
+_from_buffer = ffi.from_buffer
 _DTYPE_CODES: dict[np.dtype, int] = {np.dtype(name): code for name, code in DTYPE_CODES.items()}
-_Layout = tuple[Any, Optional[list[int]]]  # (data pointer cdata, element strides; None: C-contiguous)
+# Dtypes whose NumPy ALIGNED flag says exactly what the library requires: data
+# pointer and strides (of dimensions of extent > 1) multiples of the element
+# size. True of float32 and float64 on 64-bit ABIs; other dtypes take the
+# explicit test in _needs_copy, and never the direct path.
+_ALIGNED_FLAG_SUFFICES = frozenset(dt for dt in _DTYPE_CODES if dt.alignment % dt.itemsize == 0)
+_ORIGIN = tuple((0,) * n + (Ellipsis,) for n in range(_MAX_RANK + 1))  # see _origin
 
 
-def _layout(arr: np.ndarray) -> Optional[_Layout]:
-    """Where arr's elements are, for an opf_tensor; None when its data pointer
-    or a stride is not a multiple of the element size (arr must be copied)."""
+def _origin(arr: np.ndarray) -> np.ndarray:
+    """Element [0, ..., 0] of arr as a 0-d view: a C-contiguous array whose
+    buffer starts at arr's data pointer (arr must not be empty)."""
+    ndim = arr.ndim
+    return arr[_ORIGIN[ndim] if ndim <= _MAX_RANK else (0,) * ndim + (Ellipsis,)]
+
+
+def _needs_copy(arr: np.ndarray) -> bool:
+    """True when arr's data pointer, or its stride in a dimension of extent > 1,
+    is not a multiple of its element size (the library cannot use it in place)."""
+    if arr.dtype in _ALIGNED_FLAG_SUFFICES:
+        return not arr.flags.aligned
     itemsize = arr.itemsize
-    if arr.flags.c_contiguous:
-        data = ffi.from_buffer(arr)  # 10x faster than arr.ctypes.data
-        return None if int(ffi.cast("uintptr_t", data)) % itemsize else (data, None)
-    address = arr.ctypes.data
-    if address % itemsize:
-        return None
-    strides = []
-    for extent, stride in zip(arr.shape, arr.strides):
-        if stride % itemsize:
-            if extent > 1:
-                return None
-            stride = 0  # a dimension of extent <= 1 is never stepped over
-        strides.append(stride // itemsize)
-    return ffi.cast("void *", address), strides
-
-
-def _tensor(arr: np.ndarray, layout: _Layout, keepalive: list[Any]) -> Any:
-    """An ``opf_tensor *`` viewing arr; it and the arrays it points to go to keepalive."""
-    data, strides = layout
-    tensor = ffi.new("opf_tensor *")
-    tensor.data = data
-    tensor.device.type = lib.OPF_DEVICE_CPU
-    tensor.ndim = arr.ndim
-    tensor.dtype = _DTYPE_CODES[arr.dtype]
-    tensor.shape = shape_c = ffi.new("int64_t[]", arr.shape)
-    tensor.strides = strides_c = ffi.NULL if strides is None else ffi.new("int64_t[]", strides)
-    keepalive += (data, shape_c, strides_c, tensor)  # a pointer stored in C does not keep its owner alive
-    return tensor
+    if arr.size == 0:
+        return False
+    if arr.ctypes.data % itemsize:
+        return True
+    return any(stride % itemsize for extent, stride in zip(arr.shape, arr.strides) if extent > 1)
 
 
 def _aligned_copy(arr: np.ndarray) -> np.ndarray:
@@ -128,26 +134,132 @@ def _aligned_copy(arr: np.ndarray) -> np.ndarray:
     return np.array(arr, order="C", copy=True)
 
 
-def _input_tensor(arr: np.ndarray, keepalive: list[Any]) -> Any:
-    """View of an input, copied first if its layout needs it."""
-    layout = _layout(arr)
-    if layout is None:
-        arr = _aligned_copy(arr)
-        keepalive.append(arr)
-        layout = (ffi.from_buffer(arr), None)
-    return _tensor(arr, layout, keepalive)
-
-
-def _output_tensor(arr: np.ndarray, keepalive: list[Any], copy_back: list[tuple[np.ndarray, np.ndarray]]) -> Any:
-    """View of an array written by the op; a misaligned one gets a temporary
-    that is copied into it after the call (recorded in copy_back)."""
-    layout = _layout(arr)
-    if layout is None:
-        temp = _aligned_copy(arr)
+def _usable(arr: np.ndarray, written: bool, copy_back: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """arr, or an aligned copy of it if the library cannot use it in place; the
+    copy of an array the op writes is recorded in copy_back, to be copied into
+    arr after the call."""
+    if not _needs_copy(arr):
+        return arr
+    temp = _aligned_copy(arr)
+    if written:
         copy_back.append((arr, temp))
-        keepalive.append(temp)
-        arr, layout = temp, (ffi.from_buffer(temp), None)
-    return _tensor(arr, layout, keepalive)
+    return temp
+
+
+class _Slot:
+    """One ``opf_tensor`` of a _Views, with room for OPF_MAX_RANK dims and
+    strides, and the layout it holds (to write only what changed)."""
+
+    __slots__ = ("tensor", "shape", "strides", "layout")
+
+    def __init__(self, tensor: Any, dims: Any) -> None:
+        self.tensor = tensor  # an opf_tensor in a _Views' memory
+        self.shape = dims  # int64_t[OPF_MAX_RANK] the tensor's shape points to
+        self.strides = dims + _MAX_RANK  # int64_t[OPF_MAX_RANK] for its strides
+        #: (shape, element strides or None for C-contiguous, dtype code) in the tensor
+        self.layout: Optional[tuple[Any, ...]] = None
+        tensor.device.type = lib.OPF_DEVICE_CPU
+        tensor.shape = dims
+
+    def set_layout(self, ndim: int, layout: tuple[Any, ...]) -> None:
+        """Writes rank, dtype, shape and strides of a tensor of this layout."""
+        self.layout = None  # (if interrupted, the views are dropped: see _Views)
+        tensor = self.tensor
+        tensor.ndim = ndim
+        tensor.dtype = layout[2]
+        if ndim > _MAX_RANK:  # the library rejects this rank before reading dims or strides
+            tensor.strides = _NULL
+            return
+        self.shape[0:ndim] = layout[0]
+        if layout[1] is None:
+            tensor.strides = _NULL
+        else:
+            self.strides[0:ndim] = layout[1]
+            tensor.strides = self.strides
+        self.layout = layout
+
+
+class _Views:
+    """The C memory of one call of an op: an ``opf_tensor`` per input and
+    output, the pointer arrays and the attribute values ``opf_op_run`` takes.
+
+    Allocated once and reused: a call takes one from its op's free list and
+    puts it back when ``opf_op_run`` has returned, so concurrent calls (the C
+    call runs without the GIL) and re-entrant ones (a ``__del__`` calling an
+    op mid-call) never share one. A call that raises before putting it back
+    drops it (it may be half written).
+    """
+
+    __slots__ = ("inputs", "outputs", "attrs", "_slots", "_nullable", "_defaults", "_memory")
+
+    def __init__(self, op: OpDef) -> None:
+        num_inputs = len(op.inputs)
+        args = op.inputs + op.outputs
+        count = max(len(args), 1)
+        tensors = ffi.new("opf_tensor[]", count)  # zeroed: byte_offset 0, device id 0
+        dims = ffi.new("int64_t[]", count * 2 * _MAX_RANK)
+        self._slots = [_Slot(tensors[i], dims + 2 * _MAX_RANK * i) for i in range(len(args))]
+        pointers = [tensors + i for i in range(len(args))]
+        self.inputs = ffi.new("opf_tensor *[]", pointers[:num_inputs] or [_NULL])
+        self.outputs = ffi.new("opf_tensor *[]", pointers[num_inputs:] or [_NULL])
+        #: (index, pointer array, position in it, tensor pointer) of each optional argument
+        self._nullable = [
+            (i, self.inputs, i, pointers[i]) if i < num_inputs else (i, self.outputs, i - num_inputs, pointers[i])
+            for i, arg in enumerate(args)
+            if arg.optional
+        ]
+        self.attrs = ffi.new("opf_attr_value[]", max(len(op.attrs), 1))
+        self._defaults = ffi.new("opf_attr_value[]", max(len(op.attrs), 1))
+        lib.opf_op_default_attrs(op.cdata, self._defaults)
+        self._memory = (tensors, dims)  # what the slots and pointers point into
+
+    def set(self, arrays: Sequence[Optional[np.ndarray]], code: int) -> list[Any]:
+        """Points the tensors at arrays, the inputs then the outputs (None: a
+        NULL pointer), arrays of dtype code `code` that need no copy. Returns
+        what holds their buffers: keep it until the C call returns."""
+        for index, pointers, position, pointer in self._nullable:
+            pointers[position] = _NULL if arrays[index] is None else pointer
+        keep = []
+        for arr, slot in zip(arrays, self._slots):
+            if arr is None:
+                continue
+            if arr.flags.c_contiguous:
+                data = _from_buffer(arr)
+                layout: tuple[Any, ...] = (arr.shape, None, code)
+            else:
+                data = _from_buffer(_origin(arr))
+                itemsize = arr.itemsize
+                # A stride of a dimension of extent 1 need not be a multiple of
+                # the element size; it is never stepped over.
+                strides = tuple(s // itemsize if s % itemsize == 0 else 0 for s in arr.strides)
+                layout = (arr.shape, strides, code)
+            slot.tensor.data = data
+            keep.append(data)
+            if layout != slot.layout:
+                slot.set_layout(arr.ndim, layout)
+        return keep
+
+    def set_attrs(self, values: Sequence[tuple[int, bool, _Value]]) -> Any:
+        """The attribute array: the table's defaults, then each (index, is a
+        float, value) of values."""
+        attrs = self.attrs
+        ffi.memmove(attrs, self._defaults, ffi.sizeof(attrs))
+        for index, is_float, value in values:
+            if is_float:
+                attrs[index].f = value
+            else:
+                attrs[index].i = value
+        return attrs
+
+
+def _library_error(status: int) -> Exception:
+    """The exception ``_status.check`` raises for a failed status (built now,
+    while the calling thread's last error message is this call's)."""
+    try:
+        _status.check(status)
+    except Exception as exc:  # noqa: BLE001 - every status maps to some exception
+        return exc
+    raise AssertionError(f"status {status} is not a failure")
 
 
 # --------------------------------------------------------------------------
@@ -184,8 +296,45 @@ class _Binder:
         return values
 
 
+# Kinds of inputs, for the direct path.
+_REQUIRED, _OPTIONAL, _MUTATED = "required", "optional", "mutated"
+_ndarray = np.ndarray
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_FLOAT_INT_LIMIT = 2**1023  # ints below this in magnitude convert to float
+
+
+class _FastAttr:
+    """How the direct path takes one attribute: the values of exactly the Python
+    types below (anything else goes through the generic path's checks)."""
+
+    __slots__ = ("index", "is_float", "choices")
+
+    def __init__(self, index: int, attr: AttrDef) -> None:
+        self.index = index
+        self.is_float = attr.kind == "float"
+        #: enum: choice index by name, and by None when a choice is named "none"
+        self.choices: Optional[dict[Optional[str], int]] = None
+        if attr.kind == "enum":
+            self.choices = {name: i for i, name in enumerate(attr.choices)}
+            if "none" in self.choices:
+                self.choices[None] = self.choices["none"]
+
+    def encode(self, value: Any) -> Optional[_Value]:
+        """The value to store (what ``_attr_value`` gives), or None to take
+        the generic path (which also reports bad values, in its order)."""
+        kind = type(value)
+        if self.choices is not None:
+            return self.choices.get(value) if kind is str or value is None else None
+        if kind is int:
+            if self.is_float:
+                return float(value) if -_FLOAT_INT_LIMIT < value < _FLOAT_INT_LIMIT else None
+            return value if _INT64_MIN <= value <= _INT64_MAX else None
+        return value if kind is float and self.is_float else None
+
+
 class _OpCaller:
-    """Calls one row of a table on NumPy arrays (see the module docstring)."""
+    """Calls one row of a table on NumPy arrays (see the module docstring): the
+    generic path, and what the direct path (``_direct_function``) shares with it."""
 
     def __init__(self, op: OpDef, label: str) -> None:
         self.op = op
@@ -193,6 +342,11 @@ class _OpCaller:
         self.dtypes = tuple(np.dtype(name) for name in op.dtypes)
         self.signature = _signature(op, label)
         self.bind = _Binder(self.signature)
+        self.free_views: list[_Views] = []  # see _Views
+        self.min_args = sum(name not in self.bind.defaults for name in self.bind.positional)
+        self.input_kinds = tuple(_MUTATED if a.mutated else _OPTIONAL if a.optional else _REQUIRED for a in op.inputs)
+        #: Nones for the inputs a call of n positional arguments leaves out, by n
+        self.absent = [(None,) * (len(op.inputs) - n) for n in range(len(op.inputs) + 1)]
 
     # -- errors ------------------------------------------------------------
 
@@ -207,39 +361,78 @@ class _OpCaller:
 
     # -- call --------------------------------------------------------------
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def take_views(self) -> _Views:
+        try:
+            return self.free_views.pop()
+        except IndexError:
+            return _Views(self.op)
+
+    def output_shape(self, output: int, arrays: Sequence[Optional[np.ndarray]]) -> Optional[tuple[int, ...]]:
+        """Shape of an output by the row's rule, as ``opf_op_infer_shape``
+        gives it once the shape checks pass; None if the rule cannot apply."""
+        rule = self.op.output_shapes[output]
+        if rule.kind == "like":
+            like = arrays[rule.like]
+            return None if like is None else like.shape
+        if rule.kind != "dims":
+            return None
+        shape = []
+        for ref in rule.dims:
+            arr = arrays[ref.input]
+            if arr is None or not -arr.ndim <= ref.dim < arr.ndim:
+                return None
+            shape.append(arr.shape[ref.dim])
+        return tuple(shape)
+
+    def raise_failure(self, status: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NoReturn:
+        """``opf_op_run`` rejected a call of the direct path. The generic path's
+        Python checks of the same arguments give the error the adapter has
+        always given (naming ``out (y)``, say, where the library says ``y``):
+        raise that if they find one, else the library's error."""
+        error = _library_error(status)
+        self.call_generic(args, kwargs, run=False)
+        raise error
+
+    def returned(self, tensors: Sequence[Optional[np.ndarray]]) -> Any:
+        """The mutated inputs, then the outputs (tensors: inputs then outputs):
+        one of them alone, else a tuple."""
+        returned = [arr for arr, kind in zip(tensors, self.input_kinds) if kind is _MUTATED]
+        returned += tensors[len(self.op.inputs) :]
+        return returned[0] if len(returned) == 1 else tuple(returned)
+
+    def call_generic(self, args: tuple[Any, ...], kwargs: dict[str, Any], run: bool = True) -> Any:
+        """Any call: binds and checks the arguments in Python, converts Python
+        numbers and lists, copies arrays the library cannot use in place, then
+        runs the op. With run=False it stops after the checks."""
         try:
             values = self.bind(args, kwargs)
         except TypeError as exc:
             raise self._type_error(str(exc)) from None
         outs = self._out_entries(values.get("out"))
         arrays, dtype = self._inputs(values, outs)
-        attrs = self._attrs(values)
+        attrs = [
+            (i, attr.kind == "float", self._attr_value(attr, values[attr.name])) for i, attr in enumerate(self.op.attrs)
+        ]
+        code = _DTYPE_CODES[dtype]
 
-        keepalive: list[Any] = []
         copy_back: list[tuple[np.ndarray, np.ndarray]] = []
-        in_ptrs = ffi.new("opf_tensor *[]", len(arrays))
-        for i, (arg, arr) in enumerate(zip(self.op.inputs, arrays)):
-            if arr is None:
-                continue
-            if arg.mutated:
-                in_ptrs[i] = _output_tensor(arr, keepalive, copy_back)
-            else:
-                in_ptrs[i] = _input_tensor(arr, keepalive)
-
-        max_rank = max([lib.OPF_MAX_RANK] + [arr.ndim for arr in arrays if arr is not None])
-        results = self._outputs(outs, in_ptrs, dtype, max_rank)
-        out_ptrs = ffi.new("opf_tensor *[]", len(results))
-        for j, arr in enumerate(results):
-            if arr is not None:
-                out_ptrs[j] = _output_tensor(arr, keepalive, copy_back)
-
-        _status.check(lib.opf_op_run(self.op.cdata, in_ptrs, out_ptrs, attrs))
+        usable = [
+            None if arr is None else _usable(arr, arg.mutated, copy_back) for arr, arg in zip(arrays, self.op.inputs)
+        ]
+        views = self.take_views()
+        keep = views.set(usable + [None] * len(self.op.outputs), code)  # for opf_op_infer_shape
+        results = self._outputs(outs, views.inputs, dtype)
+        if not run:
+            self.free_views.append(views)
+            return None
+        keep = views.set(usable + [None if arr is None else _usable(arr, True, copy_back) for arr in results], code)
+        status = lib.opf_op_run(self.op.cdata, views.inputs, views.outputs, views.set_attrs(attrs))
+        del keep
+        self.free_views.append(views)
+        _status.check(status)
         for target, temp in copy_back:
             np.copyto(target, temp)
-
-        returned = [arr for arg, arr in zip(self.op.inputs, arrays) if arg.mutated] + results
-        return returned[0] if len(returned) == 1 else tuple(returned)
+        return self.returned(arrays + results)
 
     # -- inputs ------------------------------------------------------------
 
@@ -303,17 +496,6 @@ class _OpCaller:
 
     # -- attributes --------------------------------------------------------
 
-    def _attrs(self, values: dict[str, Any]) -> Any:
-        """The ``opf_attr_value[]`` of the attribute arguments, in declared order."""
-        attrs = ffi.new("opf_attr_value[]", max(len(self.op.attrs), 1))
-        for i, attr in enumerate(self.op.attrs):
-            value = self._attr_value(attr, values[attr.name])
-            if attr.kind == "float":
-                attrs[i].f = value
-            else:
-                attrs[i].i = value
-        return attrs
-
     def _attr_value(self, attr: AttrDef, value: Any) -> _Value:
         if attr.kind == "float":
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -354,14 +536,14 @@ class _OpCaller:
                 raise self._type_error(f"out ({arg.name}) must be a NumPy array, got {type(entry).__name__}")
         return list(out)
 
-    def _outputs(self, outs: list[Any], in_ptrs: Any, dtype: np.dtype, max_rank: int) -> list[Optional[np.ndarray]]:
+    def _outputs(self, outs: list[Any], in_ptrs: Any, dtype: np.dtype) -> list[Optional[np.ndarray]]:
         """The output arrays: checked ``out=`` entries or new arrays (None: skipped)."""
         results: list[Optional[np.ndarray]] = []
         for j, (arg, out) in enumerate(zip(self.op.outputs, outs)):
             if out is SKIP:
                 results.append(None)
                 continue
-            shape = self._infer_shape(in_ptrs, j, max_rank)
+            shape = self._infer_shape(in_ptrs, j)
             if out is None:
                 results.append(np.empty(shape, dtype))
                 continue
@@ -370,9 +552,9 @@ class _OpCaller:
         self._check_outputs_disjoint(results)
         return results
 
-    def _infer_shape(self, in_ptrs: Any, output: int, max_rank: int) -> tuple[int, ...]:
+    def _infer_shape(self, in_ptrs: Any, output: int) -> tuple[int, ...]:
         ndim = ffi.new("int32_t *")
-        shape = ffi.new("int64_t[]", max_rank)
+        shape = ffi.new("int64_t[]", _MAX_RANK)  # inputs of a higher rank fail the call
         _status.check(lib.opf_op_infer_shape(self.op.cdata, in_ptrs, output, ndim, shape))
         return tuple(shape[0 : ndim[0]])
 
@@ -458,13 +640,120 @@ def _docstring(op: OpDef) -> str:
     return "\n".join(lines)
 
 
+def _direct_function(caller: _OpCaller) -> Callable[..., Any]:
+    """The function of an op, built around its direct path.
+
+    The common call takes that path: inputs by position, all NumPy arrays of
+    one supported dtype that need no copy; attributes of their exact Python
+    type; ``out=`` arrays of that dtype (aligned, writable), None or SKIP. It
+    leaves every check the library makes to ``opf_op_run``; if that fails,
+    ``caller.raise_failure`` finds the error the generic path gives. Any other
+    call goes through the generic path, ``caller.call_generic``. The op's
+    constants are bound here once, as closure variables.
+    """
+    op = caller.op
+    generic = caller.call_generic
+    min_args = caller.min_args
+    num_inputs, num_outputs = len(op.inputs), len(op.outputs)
+    input_kinds = caller.input_kinds
+    optional_outputs = tuple(arg.optional for arg in op.outputs)
+    absent = caller.absent
+    no_out = (None,) * num_outputs
+    returns_last = num_outputs == 1 and _MUTATED not in input_kinds
+    fast_attrs = {attr.name: _FastAttr(i, attr) for i, attr in enumerate(op.attrs)}
+    fast_codes = {dt: _DTYPE_CODES[dt] for dt in caller.dtypes if dt in _ALIGNED_FLAG_SUFFICES}
+    output_shape = caller.output_shape
+    free_views = caller.free_views
+    run = lib.opf_op_run
+    row = op.cdata
+
+    def op_function(*args: Any, **kwargs: Any) -> Any:
+        num_args = len(args)
+        if not min_args <= num_args <= num_inputs:
+            return generic(args, kwargs)
+        out = None
+        attrs: list[tuple[int, bool, _Value]] = []
+        for name, value in kwargs.items():
+            if name == "out" and num_outputs:
+                out = value
+                continue
+            fast_attr = fast_attrs.get(name)
+            encoded = None if fast_attr is None else fast_attr.encode(value)
+            if encoded is None:
+                return generic(args, kwargs)
+            attrs.append((fast_attr.index, fast_attr.is_float, encoded))  # type: ignore[union-attr]
+
+        # Inputs: arrays of one dtype, aligned; those written in place writable.
+        tensors: list[Optional[np.ndarray]] = [*args, *absent[num_args]]  # the inputs, then the outputs
+        dtype = None
+        for arr, kind in zip(tensors, input_kinds):
+            if arr is None:
+                if kind is _OPTIONAL:
+                    continue
+                return generic(args, kwargs)
+            if type(arr) is not _ndarray:
+                return generic(args, kwargs)
+            if dtype is None:
+                dtype = arr.dtype
+            elif arr.dtype is not dtype and arr.dtype != dtype:
+                return generic(args, kwargs)
+            flags = arr.flags
+            if not flags.aligned or (kind is _MUTATED and not flags.writeable):
+                return generic(args, kwargs)
+        code = fast_codes.get(dtype)  # type: ignore[arg-type]
+        if code is None:
+            return generic(args, kwargs)
+
+        # Outputs: out= arrays of that dtype, aligned and writable, or new
+        # arrays of the shapes the row's rules give.
+        if out is None:
+            outs: Sequence[Any] = no_out
+        elif isinstance(out, _ndarray) and num_outputs == 1:
+            outs = (out,)
+        elif type(out) is tuple and len(out) == num_outputs:
+            outs = out
+        else:
+            return generic(args, kwargs)
+        for j, entry in enumerate(outs):
+            if entry is None:
+                shape = output_shape(j, tensors)
+                if shape is None:
+                    return generic(args, kwargs)
+                try:
+                    entry = np.empty(shape, dtype)
+                except (ValueError, MemoryError):  # the library may reject the inputs first
+                    return generic(args, kwargs)
+            elif entry is SKIP:
+                if not optional_outputs[j]:
+                    return generic(args, kwargs)
+                entry = None
+            elif isinstance(entry, _ndarray):
+                flags = entry.flags
+                if (entry.dtype is not dtype and entry.dtype != dtype) or not (flags.aligned and flags.writeable):
+                    return generic(args, kwargs)
+            else:
+                return generic(args, kwargs)
+            tensors.append(entry)
+
+        try:
+            views = free_views.pop()
+        except IndexError:
+            views = _Views(op)
+        keep = views.set(tensors, code)
+        status = run(row, views.inputs, views.outputs, views.set_attrs(attrs) if attrs else _NULL)
+        del keep  # the buffers of the arrays, held until the op has run
+        free_views.append(views)
+        if status:
+            caller.raise_failure(status, args, kwargs)
+        return tensors[-1] if returns_last else caller.returned(tensors)
+
+    return op_function
+
+
 def _make_function(op: OpDef, label: str, module: str) -> Callable[..., Any]:
     """A Python function calling the row ``op``, with its signature and docs."""
     caller = _OpCaller(op, label)
-
-    def op_function(*args: Any, **kwargs: Any) -> Any:
-        return caller(*args, **kwargs)
-
+    op_function = _direct_function(caller)
     op_function.__name__ = op_function.__qualname__ = op.name
     op_function.__module__ = module
     op_function.__signature__ = caller.signature  # type: ignore[attr-defined]

@@ -18,6 +18,12 @@ enum { OPF_NR = OPF_NR_VECS * OPF_VEC_LEN };
 
 void OPF_GEMM_NAME(size_t k, const opf_elem *a, const opf_elem *b, opf_elem *c, int64_t rsc, int64_t csc, size_t mr,
                    size_t nr, const opf_elem *bias, int accumulate, int apply_relu) {
+    /* Fetch the C tile while the k loop runs: its store (and, when
+     * accumulating, its load) would otherwise wait on memory. */
+    for (size_t i = 0; i < mr && nr > 0; i++) {
+        __builtin_prefetch(c + (int64_t)i * rsc, 1);
+        __builtin_prefetch(c + (int64_t)i * rsc + (int64_t)(nr - 1) * csc, 1);
+    }
     opf_vec acc[OPF_MR][OPF_NR_VECS];
 #pragma GCC unroll 16
     for (size_t i = 0; i < OPF_MR; i++) {
