@@ -6,6 +6,7 @@
 #                   level, ASan+UBSan, valgrind, aarch64 NEON under qemu
 #                   (test-neon), pkg-config consumer, Python
 #   make install PREFIX=/usr/local
+#   make bench      `opforge bench`: opforge vs installed built-ins vs machine limits
 #   make format     clang-format the C sources
 
 PREFIX ?= /usr/local
@@ -187,7 +188,7 @@ $(VENV)/.deps: requirements-dev.txt
 	touch $@
 
 # The package is installed as a user would (`pip install .`), not in place.
-$(VENV)/.installed: $(VENV)/.deps $(OBJ) pyproject.toml setup.py $(wildcard python/opforge/*)
+$(VENV)/.installed: $(VENV)/.deps $(OBJ) pyproject.toml setup.py $(wildcard python/opforge/* python/opforge/*/*)
 	$(VPY) -m pip install --quiet --no-build-isolation .
 	touch $@
 
@@ -209,6 +210,9 @@ deps:
 	@scripts/install-deps.sh $(DEPS_EXTRA)
 deps-test:
 	@scripts/install-deps.sh $(DEPS_EXTRA) $(DEPS_TEST)
+
+bench: deps venv
+	$(VENV)/bin/opforge bench --json $(BUILD)/opforge-bench.json --png $(BUILD)/opforge-bench.png
 
 demo: deps venv
 	$(VPY) examples/mlp_numpy.py

@@ -8,7 +8,9 @@ Static metadata lives in pyproject.toml. This file adds what needs code:
   which is what the loader looks for, plus a linker script ``libopforge.so``
   for ``-lopforge``) and ``include/opforge.h`` into
   ``opforge/include/``, then lets CFFI compile ``opforge._capi`` against it
-  (``cffi_modules``; rpath ``$ORIGIN/lib``).
+  (``cffi_modules``; rpath ``$ORIGIN/lib``), and ``opforge._probe``, the
+  native loops of ``opforge bench`` (python/opforge/bench/probe.c; it does not
+  link libopforge).
 
 Development build without installing:  python setup.py build_ext --inplace
 """
@@ -103,7 +105,10 @@ class BuildExtWithNativeLib(build_ext):
 setup(
     version=header_version(),
     cmdclass={"build_ext": BuildExtWithNativeLib},
-    cffi_modules=["python/opforge/_build_capi.py:ffibuilder"],
+    cffi_modules=[
+        "python/opforge/_build_capi.py:ffibuilder",
+        "python/opforge/bench/_build_probe.py:ffibuilder",
+    ],
     # Keep setuptools' files apart from the Makefile's in build/.
     options={"build": {"build_base": "build/python"}},
 )

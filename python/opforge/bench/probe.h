@@ -47,7 +47,8 @@ long long opfp_fma_flops_per_iteration(int isa, int f64);
  * run here or a thread could not be started. */
 double opfp_fma_seconds(int isa, int f64, long long iterations, int threads);
 
-/* A buffer of `bytes` bytes aligned to 64, every page written once (so later
+/* A buffer of `bytes` bytes aligned to 64 (2 MiB and huge pages, where the
+ * system allows them, when it is large), every page written once (so later
  * copies do not measure page faults); NULL when out of memory. */
 void *opfp_buffer_new(size_t bytes);
 void opfp_buffer_free(void *buffer);
@@ -56,7 +57,7 @@ void opfp_buffer_free(void *buffer);
 int opfp_copy_available(int kind);
 
 /* Copies `bytes` bytes from src to dst (both from opfp_buffer_new; bytes a
- * multiple of 64) split into `threads` contiguous parts, one per thread;
+ * multiple of 128) split into `threads` contiguous parts, one per thread;
  * returns the wall time in seconds, or a negative number on a bad argument or
  * when a thread could not be started. */
 double opfp_copy_seconds(int kind, void *dst, const void *src, size_t bytes, int threads);

@@ -1,0 +1,164 @@
+"""The machine's limits, measured by ``opforge bench`` itself with the native
+loops of ``opforge._probe`` (probe.c): copy bandwidth and FMA peak.
+
+- Copy: ``elements`` float32 copied from one 64-byte aligned buffer to another
+  (both allocated and touched once, then reused), split over 1 or N threads,
+  with plain stores, non-temporal stores (x86-64) and memcpy. Bandwidth counts
+  the bytes read plus the bytes written (2 x 4 x elements), as STREAM does and
+  as the elementwise measurements do. The *copy roof* at a thread count is the
+  best of the variants: non-temporal stores skip the read-for-ownership of the
+  destination, so they can beat plain stores, and opforge uses them for large
+  outputs. It is a reference, not a hard bound: an op with more reads per
+  write (add) can exceed it, as STREAM's add exceeds its copy.
+- FMA peak: independent FMA chains (probe.c explains how many), per ISA level
+  the CPU has (avx2: 256-bit, avx512: 512-bit), float32 and float64, on 1 and
+  N threads. Each run is calibrated to last about ``target_s``. The *peak* for
+  a dtype and thread count is the best over the ISA levels.
+
+The runner measures both before each worker process and after the last, and
+keeps the best: on a shared machine another process can hold a core, or the
+memory bus, for seconds, and a limit measured low would flatter every ratio.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .measure import Progress, Timing, time_native
+
+#: Copy variants of probe.h, by name.
+COPY_VARIANTS = {"plain": 0, "nontemporal": 1, "memcpy": 2}
+COPY_LABELS = {"plain": "plain stores", "nontemporal": "non-temporal stores", "memcpy": "memcpy"}
+#: ISA levels with an FMA loop in probe.c, numbered as opforge's opf_isa.
+FMA_ISAS = {"avx2": 2, "avx512": 3}
+DTYPE_F64 = {"float32": 0, "float64": 1}
+
+
+def _probe() -> Any:
+    """The ``opforge._probe`` module (ImportError if the package was built without it)."""
+    return importlib.import_module("opforge._probe")
+
+
+def probe_available() -> bool:
+    try:
+        _probe()
+    except ImportError:
+        return False
+    return True
+
+
+def cpu_has(feature: str) -> Optional[bool]:
+    """Whether the CPU has an x86 feature ("avx2", "fma", "avx512f", ...);
+    None when the probe is missing or does not know the name."""
+    try:
+        lib = _probe().lib
+    except ImportError:
+        return None
+    answer = lib.opfp_cpu_has(feature.encode())
+    return None if answer < 0 else bool(answer)
+
+
+def fma_isas() -> list[str]:
+    """The ISA levels whose FMA loop runs on this CPU."""
+    try:
+        lib = _probe().lib
+    except ImportError:
+        return []
+    return [name for name, isa in FMA_ISAS.items() if lib.opfp_fma_flops_per_iteration(isa, 0) > 0]
+
+
+@dataclass
+class Limit:
+    """One measured limit: ``value`` in GB/s (copy) or GFLOP/s (FMA)."""
+
+    kind: str  # "copy" or "fma"
+    variant: str  # copy variant, or ISA level for fma
+    dtype: str
+    threads: int
+    value: float
+    unit: str
+    timing: Timing
+    work: float  # bytes or flops per run
+    round: int = 1  # rounds are measured before each worker process and after the last
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "kind": self.kind,
+            "variant": self.variant,
+            "dtype": self.dtype,
+            "threads": self.threads,
+            "value": self.value,
+            "unit": self.unit,
+            "work_per_run": self.work,
+            **self.timing.as_json(),
+        }
+
+
+def measure_copy(elements: int, thread_counts: list[int], repeats: int, budget_s: float, min_time_s: float,
+                 progress: Progress, round_: int = 1) -> list[Limit]:
+    """Copy bandwidth of every variant the machine runs, per thread count."""
+    probe = _probe()
+    lib, ffi = probe.lib, probe.ffi
+    nbytes = max(128, (4 * elements + 127) // 128 * 128)  # probe.c copies 128-byte blocks
+    src = ffi.gc(lib.opfp_buffer_new(nbytes), lib.opfp_buffer_free)
+    dst = ffi.gc(lib.opfp_buffer_new(nbytes), lib.opfp_buffer_free)
+    if src == ffi.NULL or dst == ffi.NULL:
+        raise MemoryError(f"opforge bench: cannot allocate two copy buffers of {nbytes} bytes")
+    limits = []
+    for name, kind in COPY_VARIANTS.items():
+        if not lib.opfp_copy_available(kind):
+            continue
+        for threads in thread_counts:
+            progress.begin(f"copy {nbytes // 4} float32, {COPY_LABELS[name]}, {threads} thread(s)")
+            timing = time_native(lambda: lib.opfp_copy_seconds(kind, dst, src, nbytes, threads), repeats, budget_s,
+                                 min_time_s)
+            gbs = 2 * nbytes / timing.best_s / 1e9
+            progress.end(f"{gbs:8.1f} GB/s")
+            limits.append(Limit("copy", name, "float32", threads, gbs, "GB/s", timing, 2.0 * nbytes, round_))
+    return limits
+
+
+def measure_fma(thread_counts: list[int], repeats: int, budget_s: float, min_time_s: float, target_s: float,
+                progress: Progress, round_: int = 1) -> list[Limit]:
+    """FMA peak per ISA level the CPU has, per dtype and thread count."""
+    lib = _probe().lib
+    limits = []
+    for isa_name in fma_isas():
+        isa = FMA_ISAS[isa_name]
+        for dtype, f64 in DTYPE_F64.items():
+            flops_per_iteration = lib.opfp_fma_flops_per_iteration(isa, f64)
+            iterations = _calibrate(lambda n: lib.opfp_fma_seconds(isa, f64, n, 1), target_s)
+            for threads in thread_counts:
+                progress.begin(f"FMA peak {dtype} {isa_name}, {threads} thread(s)")
+                timing = time_native(lambda: lib.opfp_fma_seconds(isa, f64, iterations, threads), repeats,
+                                     budget_s, min_time_s)
+                flops = float(flops_per_iteration * iterations * threads)
+                gflops = flops / timing.best_s / 1e9
+                progress.end(f"{gflops:8.1f} GFLOP/s")
+                limits.append(Limit("fma", isa_name, dtype, threads, gflops, "GFLOP/s", timing, flops, round_))
+    return limits
+
+
+def _calibrate(run: Any, target_s: float) -> int:
+    """Iterations for which run(iterations) takes about target_s seconds."""
+    iterations = 1 << 16
+    while True:
+        seconds = run(iterations)
+        if seconds < 0:
+            raise RuntimeError("the FMA probe could not run")
+        if seconds >= target_s / 8 or iterations >= 1 << 40:
+            return max(1, int(iterations * target_s / max(seconds, 1e-9)))
+        iterations *= 4
+
+
+def roofs(limits: list[Limit]) -> dict[str, dict[str, dict[int, float]]]:
+    """The best value per kind, dtype and thread count (over variants and rounds):
+    ``{"copy": {"float32": {1: GB/s, N: GB/s}}, "fma": {"float32": {...}, "float64": {...}}}``."""
+    best: dict[str, dict[str, dict[int, float]]] = {"copy": {}, "fma": {}}
+    for limit in limits:
+        per_thread = best[limit.kind].setdefault(limit.dtype, {})
+        per_thread[limit.threads] = max(per_thread.get(limit.threads, 0.0), limit.value)
+    return best

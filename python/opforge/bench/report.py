@@ -1,0 +1,233 @@
+"""The results of ``opforge bench``: ratios, the JSON document, the text table.
+
+Ratios (all measured in the same run):
+
+- elementwise GB/s / the copy roof at the same thread count (limits.py);
+- dense GFLOP/s / the FMA peak for its dtype at the same thread count;
+- either / the fastest built-in (any framework, at its own default threads)
+  on the same op, dtype and size.
+
+A built-in whose thread count is unknown is compared with the roof at all
+threads. The JSON keeps every raw time (every timed run) next to the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from typing import Any, Optional, Sequence
+
+from . import limits as limits_mod
+from .limits import COPY_LABELS
+from .measure import STATISTIC, STATISTIC_TEXT
+from .worker import Settings
+
+SCHEMA = "opforge-bench/1"
+
+
+def _roof_for(roof: dict[str, float], threads: Optional[int]) -> Optional[float]:
+    """The roof at a thread count; the highest thread count's when unknown."""
+    if not roof:
+        return None
+    if threads is not None and str(threads) in roof:
+        return roof[str(threads)]
+    return roof[max(roof, key=int)]
+
+
+def _ratio(value: float, base: Optional[float]) -> Optional[float]:
+    return value / base if base else None
+
+
+def _add_ratios(entries: list[dict[str, Any]], key: str, value: str, roofs: dict[str, dict[str, float]],
+                roof_name: str) -> None:
+    """Adds vs_<roof_name>, vs_best_builtin and best_builtin to each entry;
+    entries with the same `key` (op/shape and dtype) share a fastest built-in."""
+    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for entry in entries:
+        group = (str(entry[key]), entry["dtype"])
+        if entry["builtin"] and (group not in best or entry[value] > best[group][value]):
+            best[group] = entry
+    for entry in entries:
+        fastest = best.get((str(entry[key]), entry["dtype"]))
+        roof = _roof_for(roofs.get(entry["dtype"] if roof_name == "peak" else "float32", {}), entry["threads"])
+        entry[f"vs_{roof_name}"] = _ratio(entry[value], roof)
+        entry["vs_best_builtin"] = _ratio(entry[value], fastest[value]) if fastest else None
+        entry["best_builtin"] = fastest["impl"] if fastest else None
+
+
+def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace, measured: list[limits_mod.Limit],
+          workers: list[dict[str, Any]], wall_s: float, fma_target_s: float) -> dict[str, Any]:
+    """The JSON document of a run, with every ratio computed."""
+    best = limits_mod.roofs(measured)
+    copy_roof = {str(t): v for t, v in best["copy"].get("float32", {}).items()}
+    peaks = {dtype: {str(t): v for t, v in per.items()} for dtype, per in best["fma"].items()}
+    eltwise: list[dict[str, Any]] = []
+    dense: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for worker in workers:
+        for entry in worker["measurements"]:
+            entry = dict(entry, builtin=worker["builtin"], version=worker["version"])
+            (eltwise if entry["section"] == "elementwise" else dense).append(entry)
+            if not entry["check_ok"]:
+                errors.append(f"{_label(entry)} {entry['section']} {_what(entry)}: result differs from NumPy "
+                              f"(relative error {entry['check_error']:.2e})")
+        skipped += worker["skipped"]
+        errors += worker["errors"]
+    _add_ratios(eltwise, "op", "gbs", {"float32": copy_roof}, "copy")
+    _add_ratios(dense, "shape", "gflops", peaks, "peak")
+    return {
+        "schema": SCHEMA,
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "wall_s": wall_s,
+        "statistic": STATISTIC,
+        "statistic_text": STATISTIC_TEXT.format(repeats=settings.repeats, min_time=settings.min_time_s,
+                                                budget=settings.budget_s),
+        "settings": dict(settings.as_json(), quick=bool(args.quick), fma_run_s=fma_target_s),
+        "machine": machine,
+        "implementations": [
+            {k: w[k] for k in ("impl", "level", "version", "builtin")} for w in workers
+        ],
+        "limits": {
+            "measurements": [limit.as_json() for limit in measured],
+            "copy_roof_gbs": copy_roof,
+            "fma_peak_gflops": peaks,
+        },
+        "elementwise": eltwise,
+        "dense": dense,
+        "skipped": skipped,
+        "errors": errors,
+    }
+
+
+# --------------------------------------------------------------------------
+# Text
+# --------------------------------------------------------------------------
+
+
+def _label(entry: dict[str, Any]) -> str:
+    return f"{entry['impl']}/{entry['level']}" if entry.get("level") else str(entry["impl"])
+
+
+def _what(entry: dict[str, Any]) -> str:
+    if entry["section"] == "elementwise":
+        return f"{entry['op']} {entry['dtype']}"
+    return f"{'x'.join(str(d) for d in entry['shape'])} {entry['dtype']}"
+
+
+def _pct(ratio: Optional[float]) -> str:
+    return "—" if ratio is None else f"{ratio:.0%}"
+
+
+def _times(ratio: Optional[float], name: Optional[str], own: bool) -> str:
+    if ratio is None:
+        return "—"
+    return f"{ratio:.2f}x" + ("" if own and abs(ratio - 1) < 1e-12 else f" {name}")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
+    """Aligned columns (right-aligned where `right` says), two-space indent."""
+    widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)]
+        return ("  " + "   ".join(parts)).rstrip()
+
+    return [line(headers), *(line(row) for row in rows)]
+
+
+def _threads(entry: dict[str, Any]) -> str:
+    return "default" if entry["threads"] is None else str(entry["threads"])
+
+
+def _limits_text(result: dict[str, Any]) -> list[str]:
+    measurements = result["limits"]["measurements"]
+    if not measurements:
+        return ["Machine limits: not measured (opforge._probe missing)"]
+    thread_counts = sorted({m["threads"] for m in measurements})
+    headers = ["measurement", *(f"{t} thread{'s' if t > 1 else ''}" for t in thread_counts)]
+    rows: list[list[str]] = []
+
+    def row(label: str, pick: Any, fmt: str) -> None:
+        rows.append([label, *(fmt.format(v) if (v := pick(t)) is not None else "—" for t in thread_counts)])
+
+    def value_of(kind: str, variant: str, dtype: str, threads: int) -> Optional[float]:
+        """The best of the rounds."""
+        values = [float(m["value"]) for m in measurements
+                  if (m["kind"], m["variant"], m["dtype"], m["threads"]) == (kind, variant, dtype, threads)]
+        return max(values) if values else None
+
+    for variant in dict.fromkeys(m["variant"] for m in measurements if m["kind"] == "copy"):
+        row(f"copy, {COPY_LABELS.get(variant, variant)} (GB/s)", lambda t: value_of("copy", variant, "float32", t),
+            "{:.1f}")
+    row("copy roof: best of these (GB/s)", lambda t: result["limits"]["copy_roof_gbs"].get(str(t)), "{:.1f}")
+    for m in measurements:
+        if m["kind"] == "fma" and m["threads"] == thread_counts[0] and m["round"] == 1:
+            row(f"FMA peak, {m['dtype']} {m['variant']} (GFLOP/s)",
+                lambda t: value_of("fma", m["variant"], m["dtype"], t), "{:.1f}")
+    elements = result["settings"]["elements"]
+    rounds = len({m["round"] for m in measurements})
+    return [f"Machine limits (measured by this run in {rounds} rounds, before each worker and after the last: "
+            f"the best; copies of {elements} float32)",
+            *table(headers, rows, [False] + [True] * len(thread_counts))]
+
+
+def _eltwise_text(result: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for dtype in dict.fromkeys(e["dtype"] for e in result["elementwise"]):
+        entries = [e for e in result["elementwise"] if e["dtype"] == dtype]
+        rows = [[e["op"], _label(e), _threads(e), f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
+                 _times(e["vs_best_builtin"], e["best_builtin"], e["impl"] == e["best_builtin"])
+                 + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
+        lines += ["", f"Elementwise, {dtype}, {entries[0]['elements']} elements "
+                      "(GB/s = bytes read + written / time)",
+                  *table(["op", "implementation", "threads", "GB/s", "vs copy roof", "vs fastest built-in"], rows,
+                         [False, False, True, True, True, False])]
+    return lines
+
+
+def _dense_text(result: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for dtype in dict.fromkeys(e["dtype"] for e in result["dense"]):
+        entries = [e for e in result["dense"] if e["dtype"] == dtype]
+        rows = [["x".join(str(d) for d in e["shape"]), _label(e), _threads(e), f"{e['gflops']:.1f}",
+                 _pct(e["vs_peak"]),
+                 _times(e["vs_best_builtin"], e["best_builtin"], e["impl"] == e["best_builtin"])
+                 + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
+        lines += ["", f"Dense, {dtype}: relu(x @ w + b), shape N x K x M (GFLOP/s = 2NKM / time)",
+                  *table(["shape", "implementation", "threads", "GFLOP/s", "vs FMA peak", "vs fastest built-in"],
+                         rows, [False, False, True, True, True, False])]
+    return lines
+
+
+def format_text(result: dict[str, Any]) -> str:
+    """The readable report: header, machine limits, then a table per section."""
+    machine = result["machine"]
+    versions = machine["versions"]
+    others = ", ".join(f"{name} {versions.get(name) or '—'}" for name in ("numpy", "torch", "tensorflow", "jax"))
+    environment = " ".join(f"{k}={v}" for k, v in machine["environment"].items()) or "none set"
+    load = machine["load_average"]
+    lines = [
+        f"opforge bench, {result['date']}, wall time {result['wall_s']:.0f} s",
+        f"CPU: {machine['cpu_model']} ({machine['architecture']}), {machine['cores']} cores; "
+        f"opforge {versions['opforge']}, {machine['opforge_threads']} threads, "
+        f"ISA levels {', '.join(machine['isa_levels'])}",
+        f"Built-ins: {others}" + (f" (NumPy BLAS: {machine['numpy_blas']})" if machine.get("numpy_blas") else ""),
+        f"Environment: {environment}; load average at start: "
+        + (" ".join(f"{x:.2f}" for x in load) if load else "unknown"),
+        f"Times: {result['statistic_text']}.",
+        "Ratios: elementwise vs the copy roof, dense vs the FMA peak, each at the same thread count "
+        "(built-ins at their default threads: vs all threads); and vs the fastest built-in. The copy roof is "
+        "a measured copy, not a hard bound: add reads two arrays per one written and may exceed it.",
+        "",
+        *_limits_text(result),
+        *_eltwise_text(result),
+        *_dense_text(result),
+    ]
+    if result["skipped"]:
+        lines += ["", "Skipped:"]
+        lines += [f"  {s['impl']}/{s['level']} dense {'x'.join(map(str, s['shape']))} {s['dtype']}, "
+                  f"{s['threads']} thread(s): {s['reason']}" for s in result["skipped"]]
+    if result["errors"]:
+        lines += ["", "Problems:", *(f"  {e}" for e in result["errors"])]
+    return "\n".join(lines)

@@ -1,0 +1,242 @@
+"""``opforge bench``: options, and the run that ties the pieces together.
+
+The parent process measures the machine's limits (limits.py), then starts one
+worker process per opforge ISA level (with ``OPFORGE_ISA`` set) and one per
+installed framework (worker.py), each printing its measurements as one JSON
+line on stdout, and finally computes the ratios, prints the table and writes
+the JSON and PNG files (report.py, plot.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import site
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from . import limits as limits_mod
+from .machine import ISA_LEVELS, installed_frameworks, machine_info, supported_levels
+from .measure import Progress
+from .frameworks import FRAMEWORKS
+from .worker import Settings, Shape, run_worker
+
+#: A worker's stdout line holding its result (frameworks may print other lines).
+RESULT_MARKER = "OPFORGE-BENCH-RESULT "
+#: Timed runs per machine-limit measurement, at least (the runs are short).
+LIMIT_REPEATS = 10
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a run measures unless told otherwise."""
+
+    elements: int
+    sizes: str
+    sizes_f64: str
+    repeats: int
+    budget_s: float
+    max_call_s: float
+    min_time_s: float
+    fma_s: float  # length of one FMA-peak run
+
+
+FULL = Defaults(elements=1 << 24, sizes="256,512,1024,2048,32x1024x1024", sizes_f64="1024", repeats=10,
+                budget_s=2.0, max_call_s=3.0, min_time_s=0.25, fma_s=0.05)
+QUICK = Defaults(elements=1 << 22, sizes="256,512,32x512x512", sizes_f64="256", repeats=3, budget_s=0.5,
+                 max_call_s=1.0, min_time_s=0.0, fma_s=0.02)
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    """"256,32x1024x512" -> [(256, 256, 256), (32, 1024, 512)]: N, or NxKxM."""
+    shapes: list[Shape] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        dims = [int(d) for d in item.lower().split("x")]
+        if len(dims) == 1:
+            dims *= 3
+        if len(dims) != 3 or min(dims) < 1:
+            raise argparse.ArgumentTypeError(f"bad dense shape {item!r}: expected N or NxKxM, all >= 1")
+        shapes.append((dims[0], dims[1], dims[2]))
+    return shapes
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``opforge bench`` (hidden ones are for workers and tests)."""
+    parser.add_argument("--json", type=Path, default=Path("opforge-bench.json"), metavar="PATH",
+                        help="where to write every measurement and ratio (default: %(default)s)")
+    parser.add_argument("--png", type=lambda text: Path(text) if text else None, default=Path("opforge-bench.png"),
+                        metavar="PATH",
+                        help="where to write the plot, if matplotlib is installed (default: %(default)s; '' for none)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: fewer repeats and sizes (16M -> 4M elements, dense up to 512)")
+    parser.add_argument("--repeats", type=int, metavar="N",
+                        help=f"timed runs per measurement at least, best one kept (default {FULL.repeats}, "
+                             f"--quick {QUICK.repeats}; fast ones run more, to span {FULL.min_time_s:g} s)")
+    parser.add_argument("--levels", type=_names, metavar="L1,L2",
+                        help="opforge ISA levels to measure (default: every level this CPU supports)")
+    parser.add_argument("--frameworks", type=_names, metavar="F1,F2",
+                        help="built-ins to compare with, among numpy,torch,tensorflow,jax "
+                             "(default: every one installed; '' for none)")
+    hidden = argparse.SUPPRESS
+    parser.add_argument("--elements", type=int, help=hidden)
+    parser.add_argument("--sizes", type=parse_shapes, help=hidden)
+    parser.add_argument("--sizes-f64", type=parse_shapes, help=hidden)
+    parser.add_argument("--budget", type=float, help=hidden)
+    parser.add_argument("--max-call", type=float, help=hidden)
+    parser.add_argument("--min-time", type=float, help=hidden)
+    parser.add_argument("--fma-seconds", type=float, help=hidden)
+    parser.add_argument("--worker", nargs="?", const="opforge", default=None, help=hidden)
+    parser.add_argument("--isa", help=hidden)
+    parser.add_argument("--started-at", type=float, help=hidden)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Settings from the options, defaults from FULL or QUICK."""
+    base = QUICK if args.quick else FULL
+    return Settings(
+        elements=args.elements if args.elements is not None else base.elements,
+        dense_shapes=args.sizes if args.sizes is not None else parse_shapes(base.sizes),
+        dense_shapes_f64=args.sizes_f64 if args.sizes_f64 is not None else parse_shapes(base.sizes_f64),
+        repeats=args.repeats if args.repeats is not None else base.repeats,
+        budget_s=args.budget if args.budget is not None else base.budget_s,
+        max_call_s=args.max_call if args.max_call is not None else base.max_call_s,
+        min_time_s=args.min_time if args.min_time is not None else base.min_time_s,
+    )
+
+
+def _shapes_text(shapes: list[Shape]) -> str:
+    return ",".join("x".join(str(d) for d in shape) for shape in shapes) or ","
+
+
+def worker_command(impl: str, level: Optional[str], settings: Settings, started_at: float) -> list[str]:
+    """The command line of a worker process measuring impl (at level)."""
+    command = [sys.executable, "-m", "opforge", "bench", "--worker", impl,
+               "--elements", str(settings.elements), "--sizes", _shapes_text(settings.dense_shapes),
+               "--sizes-f64", _shapes_text(settings.dense_shapes_f64), "--repeats", str(settings.repeats),
+               "--budget", repr(settings.budget_s), "--max-call", repr(settings.max_call_s),
+               "--min-time", repr(settings.min_time_s),
+               "--started-at", repr(started_at)]
+    return command + (["--isa", level] if level else [])
+
+
+def _worker_env(level: Optional[str]) -> dict[str, str]:
+    """The parent's environment, with this opforge importable and the level set."""
+    import opforge
+
+    env = dict(os.environ)
+    package_parent = str(Path(opforge.__file__).resolve().parent.parent)
+    site_dirs = {str(Path(p).resolve()) for p in [*getattr(site, "getsitepackages", list)(), site.getusersitepackages()]}
+    if package_parent not in site_dirs:  # an in-tree build, found through sys.path
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+    if level:
+        env["OPFORGE_ISA"] = level
+    return env
+
+
+def spawn_worker(impl: str, level: Optional[str], settings: Settings, started_at: float) -> dict[str, Any]:
+    """Runs a worker process; its result, or one with an error entry if it failed."""
+    command = worker_command(impl, level, settings, started_at)
+    proc = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=_worker_env(level))
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_MARKER):
+            return dict(json.loads(line[len(RESULT_MARKER):]))
+    failure = f"worker {impl}{'/' + level if level else ''} exited with status {proc.returncode} and no result"
+    return {"impl": impl, "builtin": impl != "opforge", "version": None, "level": level,
+            "measurements": [], "skipped": [], "errors": [failure]}
+
+
+def worker_main(args: argparse.Namespace) -> int:
+    """``--worker IMPL``: measure and print one JSON result line on stdout."""
+    if args.isa and "OPFORGE_ISA" not in os.environ:
+        os.environ["OPFORGE_ISA"] = args.isa  # read when opforge first dispatches
+    settings = settings_from(args)
+    prefix = "  " if args.started_at is not None else ""
+    progress = Progress(args.started_at, prefix=prefix)
+    result = run_worker(args.worker, settings, progress, args.isa)
+    sys.stdout.write(RESULT_MARKER + json.dumps(asdict(result)) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _choose(requested: Optional[list[str]], available: list[str], known: tuple[str, ...], what: str,
+            progress: Progress) -> list[str]:
+    """The requested names that are available here (a warning for each other)."""
+    if requested is None:
+        return available
+    chosen = []
+    for name in requested:
+        if name not in known:
+            raise SystemExit(f"opforge bench: unknown {what} {name!r}; known: {', '.join(known)}")
+        if name in available:
+            chosen.append(name)
+        else:
+            progress.note(f"{what} {name} is not available here: skipped")
+    return chosen
+
+
+def measure_limits(settings: Settings, thread_counts: list[int], fma_target_s: float, progress: Progress,
+                   round_: int) -> list[limits_mod.Limit]:
+    """One round of machine-limit measurements (none if the probe is missing)."""
+    if not limits_mod.probe_available():
+        progress.note("opforge._probe is missing (package built without it): no copy or peak measurements")
+        return []
+    progress.note(f"machine limits, round {round_}")
+    repeats = max(LIMIT_REPEATS, settings.repeats)
+    return (limits_mod.measure_copy(settings.elements, thread_counts, repeats, settings.budget_s,
+                                    settings.min_time_s, progress, round_)
+            + limits_mod.measure_fma(thread_counts, repeats, settings.budget_s, settings.min_time_s, fma_target_s,
+                                     progress, round_))
+
+
+def bench_main(args: argparse.Namespace) -> int:
+    """``opforge bench``: the whole run. Exit status 1 if a worker failed or a
+    result did not match NumPy (the report is written all the same)."""
+    if args.worker is not None:
+        return worker_main(args)
+    from . import plot, report  # the parent only
+
+    started = time.time()
+    progress = Progress(started)
+    settings = settings_from(args)
+    levels = _choose(args.levels, supported_levels(), ISA_LEVELS, "ISA level", progress)
+    frameworks = _choose(args.frameworks, installed_frameworks(), FRAMEWORKS, "framework", progress)
+    machine = machine_info()
+    progress.note(f"opforge bench on {machine['cpu_model']}, {machine['cores']} cores, "
+                  f"opforge threads {machine['opforge_threads']}; levels {','.join(levels) or 'none'}; "
+                  f"built-ins {','.join(frameworks) or 'none'}")
+    all_threads = int(machine["opforge_threads"])
+    thread_counts = [1] if all_threads == 1 else [1, all_threads]
+    fma_target = args.fma_seconds if args.fma_seconds is not None else (QUICK if args.quick else FULL).fma_s
+
+    # Limits before each worker and after the last, the best kept: the machine's
+    # bandwidth and peak, as other processes leave them, change over a run.
+    jobs = [("opforge", level) for level in levels] + [(framework, None) for framework in frameworks]
+    measured: list[limits_mod.Limit] = []
+    workers = []
+    for round_, (impl, level) in enumerate(jobs, start=1):
+        measured += measure_limits(settings, thread_counts, fma_target, progress, round_)
+        if level:
+            progress.note(f"opforge at ISA level {level} (a worker process with OPFORGE_ISA={level})")
+        else:
+            progress.note(f"{impl} built-ins (a worker process)")
+        workers.append(spawn_worker(impl, level, settings, started))
+    measured += measure_limits(settings, thread_counts, fma_target, progress, len(jobs) + 1)
+
+    result = report.build(machine, settings, args, measured, workers, time.time() - started, fma_target)
+    print(report.format_text(result))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1) + "\n")
+    progress.note(f"wrote {args.json}")
+    if args.png:
+        progress.note(plot.write_png(result, args.png))
+    progress.note(f"done in {time.time() - started:.1f} s")
+    return 1 if result["errors"] else 0

@@ -1,0 +1,135 @@
+"""``opforge bench`` and ``opforge info`` end to end, on tiny sizes.
+
+These check what the benchmark produces (JSON structure, ratios present, PNG
+written, table printed), never how fast anything is: no timing assertions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import opforge
+from opforge import cli
+from opforge.bench import report, runner
+
+TINY = ["--elements", "4096", "--sizes", "32,4x16x8", "--sizes-f64", "16", "--repeats", "2", "--fma-seconds", "0.002"]
+
+
+def _env() -> dict[str, str]:
+    """This process's environment with the tested opforge importable."""
+    env = dict(os.environ)
+    parent = str(Path(opforge.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [parent, env.get("PYTHONPATH")]))
+    return env
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("bench")
+    isa = opforge.info()["isa"]
+    command = [sys.executable, "-m", "opforge", "bench", "--quick", "--levels", isa, "--frameworks", "numpy", *TINY,
+               "--json", str(out / "bench.json"), "--png", str(out / "bench.png")]
+    proc = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=300)
+    return proc, out
+
+
+def test_bench_runs_and_writes_json(bench_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, out = bench_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads((out / "bench.json").read_text())
+    assert result["schema"] == report.SCHEMA
+    assert result["statistic"] == "best-of"
+    assert result["errors"] == []
+    machine = result["machine"]
+    for key in ("cpu_model", "cores", "isa_levels", "opforge_threads", "versions", "environment"):
+        assert key in machine
+    assert machine["versions"]["opforge"] == opforge.__version__
+    assert opforge.info()["isa"] in machine["isa_levels"]
+    assert {i["impl"] for i in result["implementations"]} == {"opforge", "numpy"}
+
+    threads = machine["opforge_threads"]
+    copy_roof = result["limits"]["copy_roof_gbs"]
+    assert set(copy_roof) == {"1", str(threads)} and all(v > 0 for v in copy_roof.values())
+    if machine["fma_probe_isas"]:
+        assert set(result["limits"]["fma_peak_gflops"]) == {"float32", "float64"}
+    assert {m["round"] for m in result["limits"]["measurements"]} == {1, 2, 3}  # before each worker, after the last
+
+    eltwise = result["elementwise"]
+    keys = {(e["impl"], e["op"], e["dtype"], e["threads"]) for e in eltwise}
+    for op in ("relu", "scale", "add"):
+        for dtype in ("float32", "float64"):
+            assert ("numpy", op, dtype, 1) in keys
+            assert ("opforge", op, dtype, threads) in keys and ("opforge", op, dtype, 1) in keys
+    for entry in eltwise:
+        assert entry["elements"] == 4096 and entry["gbs"] > 0 and entry["check_ok"]
+        assert entry["vs_copy"] > 0 and entry["vs_best_builtin"] > 0 and entry["best_builtin"] == "numpy"
+        assert 1 <= len(entry["samples_s"]) <= 2 and entry["best_s"] == min(entry["samples_s"])
+
+    dense = result["dense"]
+    assert {(tuple(e["shape"]), e["dtype"]) for e in dense} == {
+        ((32, 32, 32), "float32"), ((4, 16, 8), "float32"), ((16, 16, 16), "float64")}
+    for entry in dense:
+        assert entry["gflops"] > 0 and entry["check_ok"] and entry["vs_best_builtin"] > 0
+        assert entry["flops"] == 2 * entry["shape"][0] * entry["shape"][1] * entry["shape"][2]
+        assert entry["level"] == (opforge.info()["isa"] if entry["impl"] == "opforge" else None)
+
+
+def test_bench_prints_table_and_progress(bench_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, _ = bench_run
+    for heading in ("Machine limits", "Elementwise, float32", "Elementwise, float64", "Dense, float32",
+                    "Dense, float64", "best of at least 2 timed runs"):
+        assert heading in proc.stdout
+    assert "vs fastest built-in" in proc.stdout
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("[")]
+    assert any("relu float32 4096" in line for line in progress)
+    assert any("copy" in line and "GB/s" in line for line in progress)
+
+
+def test_bench_png(bench_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, out = bench_run
+    if importlib.util.find_spec("matplotlib") is None:
+        assert "matplotlib is not installed" in proc.stderr
+        assert not (out / "bench.png").exists()
+    else:
+        assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_worker_prints_one_result_line() -> None:
+    command = [sys.executable, "-m", "opforge", "bench", "--worker", "numpy", *TINY, "--sizes", "8", "--sizes-f64", ""]
+    proc = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(runner.RESULT_MARKER)]
+    assert len(lines) == 1
+    result = json.loads(lines[0][len(runner.RESULT_MARKER):])
+    assert result["impl"] == "numpy" and result["builtin"] and result["errors"] == []
+    assert len(result["measurements"]) == 3 * 2 + 1
+
+
+def test_parse_shapes() -> None:
+    assert runner.parse_shapes("256, 32x1024x512") == [(256, 256, 256), (32, 1024, 512)]
+    assert runner.parse_shapes("") == []
+    with pytest.raises(Exception):
+        runner.parse_shapes("2x3")
+
+
+def test_table_aligns_columns() -> None:
+    lines = report.table(["a", "value"], [["long name", "1.0"], ["x", "12.5"]], [False, True])
+    assert len({line.index("value") + len("value") for line in lines[:1]} | {len(line) for line in lines}) == 1
+
+
+def test_info(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["info"]) == 0
+    text = capsys.readouterr().out
+    info = opforge.info()
+    assert f"opforge {info['version']}" in text
+    assert f"ISA level in use: {info['isa']}" in text
+    assert "ISA levels supported here: scalar, portable" in text
+    assert f"threads: {info['num_threads']}" in text and f"CUDA devices: {info['cuda_devices']}" in text
