@@ -36,16 +36,20 @@ typedef void (*opf_f64_binary_ukernel)(size_t n, const double *a, const double *
 
 /* GEMM micro-kernel, for one MR x NR block of C:
  *   C = (accumulate ? C : bias) + A_panel · B_panel;  then, if apply_relu, C = max(C, 0)
- * a: packed panel of k steps, MR values each (rows of A); b: packed panel of
- * k steps, NR values each (columns of B); padded lanes hold zeros. Only the
+ * A element (i, p) is a[i*rsa + p*csa] for all MR rows i; B element (p, j) is
+ * b[p*ldb + j] for all NR columns j. A packed panel (rsa = 1, csa = MR;
+ * ldb = NR) has zeros in its padded lanes; the driver may also pass A and B
+ * in place (their own strides) when all MR rows / NR columns exist. Only the
  * valid mr <= MR rows and nr <= NR columns of C are read or written, at
  * element strides rsc/csc. bias: NR values, or NULL for zeros (ignored when
  * accumulating). The GEMM driver passes the bias on the first k-block and
  * apply_relu on the last, so both are fused into the micro-kernel's store. */
-typedef void (*opf_f32_gemm_ukernel)(size_t k, const float *a, const float *b, float *c, int64_t rsc, int64_t csc,
-                                     size_t mr, size_t nr, const float *bias, int accumulate, int apply_relu);
-typedef void (*opf_f64_gemm_ukernel)(size_t k, const double *a, const double *b, double *c, int64_t rsc, int64_t csc,
-                                     size_t mr, size_t nr, const double *bias, int accumulate, int apply_relu);
+typedef void (*opf_f32_gemm_ukernel)(size_t k, const float *a, int64_t rsa, int64_t csa, const float *b, int64_t ldb,
+                                     float *c, int64_t rsc, int64_t csc, size_t mr, size_t nr, const float *bias,
+                                     int accumulate, int apply_relu);
+typedef void (*opf_f64_gemm_ukernel)(size_t k, const double *a, int64_t rsa, int64_t csa, const double *b, int64_t ldb,
+                                     double *c, int64_t rsc, int64_t csc, size_t mr, size_t nr, const double *bias,
+                                     int accumulate, int apply_relu);
 
 typedef struct opf_gemm_f32_config {
     opf_f32_gemm_ukernel ukernel;
@@ -67,8 +71,9 @@ typedef struct opf_gemm_f64_config {
 #undef OPF_ELTWISE_UKERNEL
 
 #define OPF_GEMM_UKERNEL(isa, dtype, mr, nr, fn)                                                                       \
-    void fn(size_t k, const OPF_CTYPE_##dtype *a, const OPF_CTYPE_##dtype *b, OPF_CTYPE_##dtype *c, int64_t rsc,       \
-            int64_t csc, size_t mr_, size_t nr_, const OPF_CTYPE_##dtype *bias, int accumulate, int apply_relu);
+    void fn(size_t k, const OPF_CTYPE_##dtype *a, int64_t rsa, int64_t csa, const OPF_CTYPE_##dtype *b, int64_t ldb,   \
+            OPF_CTYPE_##dtype *c, int64_t rsc, int64_t csc, size_t mr_, size_t nr_, const OPF_CTYPE_##dtype *bias,     \
+            int accumulate, int apply_relu);
 #define OPF_CTYPE_f32 float
 #define OPF_CTYPE_f64 double
 #include "gemm.inc"

@@ -44,6 +44,9 @@ static opf_gemm_blocks opf_gemm_blocks_for(const opf_cache_sizes *caches, size_t
 typedef struct opf_gemm_job {
     const opf_gemm_args *args;
     opf_gemm_blocks blocks;
+    /* Whether A and B are packed, or read in place where whole panels allow
+     * (small problems, where packing costs as much as the arithmetic). */
+    int pack_a, pack_b;
     size_t elem;
     size_t mr, nr;
     opf_any_ukernel ukernel;
@@ -121,18 +124,31 @@ static void opf_pack_b(const opf_gemm_job *job, int64_t p0, int64_t kc, int64_t 
     }
 }
 
-static void opf_call_ukernel(const opf_gemm_job *job, size_t kc, const char *a, const char *b, int64_t row, int64_t col,
+/* An operand panel as the micro-kernel reads it: A element (i, p) at
+ * data[i*rs + p*cs]; B element (p, j) at data[p*rs + j] (cs unused). */
+typedef struct opf_panel {
+    const char *data;
+    int64_t rs, cs;
+} opf_panel;
+
+static void opf_call_ukernel(const opf_gemm_job *job, size_t kc, opf_panel a, opf_panel b, int64_t row, int64_t col,
                              size_t mr, size_t nr, const char *bias, int accumulate, int relu) {
     const opf_gemm_args *g = job->args;
     char *c = (char *)g->c + (row * g->rsc + col * g->csc) * (int64_t)job->elem;
     if (g->dtype == OPF_F32) {
-        ((opf_f32_gemm_ukernel)job->ukernel)(kc, (const float *)a, (const float *)b, (float *)c, g->rsc, g->csc, mr, nr,
-                                             (const float *)bias, accumulate, relu);
+        ((opf_f32_gemm_ukernel)job->ukernel)(kc, (const float *)a.data, a.rs, a.cs, (const float *)b.data, b.rs,
+                                             (float *)c, g->rsc, g->csc, mr, nr, (const float *)bias, accumulate, relu);
     } else {
-        ((opf_f64_gemm_ukernel)job->ukernel)(kc, (const double *)a, (const double *)b, (double *)c, g->rsc, g->csc, mr,
-                                             nr, (const double *)bias, accumulate, relu);
+        ((opf_f64_gemm_ukernel)job->ukernel)(kc, (const double *)a.data, a.rs, a.cs, (const double *)b.data, b.rs,
+                                             (double *)c, g->rsc, g->csc, mr, nr, (const double *)bias, accumulate,
+                                             relu);
     }
 }
+
+/* The part of `extent` covered by whole panels of `step`. When an operand is
+ * read in place, only the rest (a trailing partial panel, which the
+ * micro-kernel would read past) is packed. */
+static int64_t opf_whole_panels(int64_t extent, int64_t step) { return extent / step * step; }
 
 /* Columns [col_begin, col_end) of C; ranges are in units of NR columns. */
 static void opf_gemm_columns(void *ctx, int64_t begin, int64_t end) {
@@ -151,18 +167,28 @@ static void opf_gemm_columns(void *ctx, int64_t begin, int64_t end) {
             int64_t pc = slice * KC;
             int64_t kc = g->k - pc < KC ? g->k - pc : KC;
             int first = slice == 0, last = slice == k_slices - 1;
-            opf_pack_b(job, pc, kc, jc, nc, packed_b);
+            const int64_t b_done = job->pack_b ? 0 : opf_whole_panels(nc, nr);
+            opf_pack_b(job, pc, kc, jc + b_done, nc - b_done,
+                       packed_b + (size_t)(b_done / nr) * (size_t)kc * job->nr * job->elem);
             for (int64_t ic = 0; ic < g->m; ic += MC) {
                 int64_t mc = g->m - ic < MC ? g->m - ic : MC;
-                opf_pack_a(job, ic, mc, pc, kc, packed_a);
+                const int64_t a_done = job->pack_a ? 0 : opf_whole_panels(mc, mr);
+                opf_pack_a(job, ic + a_done, mc - a_done, pc, kc,
+                           packed_a + (size_t)(a_done / mr) * (size_t)kc * job->mr * job->elem);
                 for (int64_t jr = 0; jr < nc; jr += nr) {
                     size_t nr_valid = (size_t)(nc - jr < nr ? nc - jr : nr);
-                    const char *b_panel = packed_b + (size_t)(jr / nr) * (size_t)kc * job->nr * job->elem;
+                    opf_panel b_panel = {packed_b + (size_t)(jr / nr) * (size_t)kc * job->nr * job->elem, nr, 0};
+                    if (jr < b_done) { /* in place: NR contiguous columns per row of B */
+                        b_panel = (opf_panel){opf_at(&g->b, job->elem, pc, jc + jr), g->b.rs, 0};
+                    }
                     const char *bias =
                         first && g->bias != NULL ? (const char *)g->bias + (jc + jr) * (int64_t)job->elem : NULL;
                     for (int64_t ir = 0; ir < mc; ir += mr) {
                         size_t mr_valid = (size_t)(mc - ir < mr ? mc - ir : mr);
-                        const char *a_panel = packed_a + (size_t)(ir / mr) * (size_t)kc * job->mr * job->elem;
+                        opf_panel a_panel = {packed_a + (size_t)(ir / mr) * (size_t)kc * job->mr * job->elem, 1, mr};
+                        if (ir < a_done) { /* in place: MR rows of A at its own strides */
+                            a_panel = (opf_panel){opf_at(&g->a, job->elem, ic + ir, pc), g->a.rs, g->a.cs};
+                        }
                         opf_call_ukernel(job, (size_t)kc, a_panel, b_panel, ic + ir, jc + jr, mr_valid, nr_valid, bias,
                                          !first, last && g->relu);
                     }
@@ -188,6 +214,11 @@ opf_status opf_gemm(const char *op, const opf_gemm_args *args) {
         job.nr = kernels->f64_gemm.nr;
     }
     job.blocks = opf_gemm_blocks_for(&kernels->caches, job.mr, job.nr, job.elem);
+    /* A packed panel is reused once per NR columns of C, a B panel once per
+     * MR rows: with few of them, reading the operand in place is cheaper. B
+     * in place needs unit column stride (the micro-kernel loads NR at once). */
+    job.pack_a = args->n > 4 * (int64_t)job.nr;
+    job.pack_b = !(args->b.cs == 1 && args->m <= 2 * (int64_t)job.mr);
     const int64_t kc_max = args->k < job.blocks.kc ? (args->k > 0 ? args->k : 1) : job.blocks.kc;
     const int64_t panels = (args->n + (int64_t)job.nr - 1) / (int64_t)job.nr;
     const int64_t nc_max = job.blocks.nc < panels * (int64_t)job.nr ? job.blocks.nc : panels * (int64_t)job.nr;

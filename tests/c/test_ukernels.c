@@ -452,9 +452,11 @@ static void gemm_once(const gemm_case *c, size_t k, size_t mr, size_t nr, int ac
 
     void *cptr = cbuf + cl.origin * esz;
     if (dt == OPF_F32) {
-        c->f32(k, a.p, b.p, cptr, cl.rsc, cl.csc, mr, nr, use_bias ? bias.p : NULL, accumulate, relu);
+        c->f32(k, a.p, 1, (int64_t)c->mr, b.p, (int64_t)c->nr, cptr, cl.rsc, cl.csc, mr, nr, use_bias ? bias.p : NULL,
+               accumulate, relu);
     } else {
-        c->f64(k, a.p, b.p, cptr, cl.rsc, cl.csc, mr, nr, use_bias ? bias.p : NULL, accumulate, relu);
+        c->f64(k, a.p, 1, (int64_t)c->mr, b.p, (int64_t)c->nr, cptr, cl.rsc, cl.csc, mr, nr, use_bias ? bias.p : NULL,
+               accumulate, relu);
     }
 
     for (size_t i = 0; i < mr; i++) {
@@ -528,9 +530,9 @@ static void gemm_known_values(const gemm_case *c) {
         put(dt, cmat, i, -1.0);
     }
     if (dt == OPF_F32) {
-        c->f32(k, a, b, cmat, 2, 1, mr, nr, bias, 0, 1);
+        c->f32(k, a, 1, (int64_t)c->mr, b, (int64_t)c->nr, cmat, 2, 1, mr, nr, bias, 0, 1);
     } else {
-        c->f64(k, a, b, cmat, 2, 1, mr, nr, bias, 0, 1);
+        c->f64(k, a, 1, (int64_t)c->mr, b, (int64_t)c->nr, cmat, 2, 1, mr, nr, bias, 0, 1);
     }
     for (size_t i = 0; i < 2; i++) {
         for (size_t j = 0; j < 2; j++) {

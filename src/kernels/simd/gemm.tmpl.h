@@ -16,8 +16,9 @@
  */
 enum { OPF_NR = OPF_NR_VECS * OPF_VEC_LEN };
 
-void OPF_GEMM_NAME(size_t k, const opf_elem *a, const opf_elem *b, opf_elem *c, int64_t rsc, int64_t csc, size_t mr,
-                   size_t nr, const opf_elem *bias, int accumulate, int apply_relu) {
+void OPF_GEMM_NAME(size_t k, const opf_elem *a, int64_t rsa, int64_t csa, const opf_elem *b, int64_t ldb, opf_elem *c,
+                   int64_t rsc, int64_t csc, size_t mr, size_t nr, const opf_elem *bias, int accumulate,
+                   int apply_relu) {
     /* Fetch the C tile while the k loop runs: its store (and, when
      * accumulating, its load) would otherwise wait on memory. */
     for (size_t i = 0; i < mr && nr > 0; i++) {
@@ -35,11 +36,11 @@ void OPF_GEMM_NAME(size_t k, const opf_elem *a, const opf_elem *b, opf_elem *c, 
     for (size_t p = 0; p < k; p++) {
         opf_vec bv[OPF_NR_VECS];
         for (size_t j = 0; j < OPF_NR_VECS; j++) {
-            bv[j] = opf_vloadu(b + p * OPF_NR + j * OPF_VEC_LEN);
+            bv[j] = opf_vloadu(b + (int64_t)p * ldb + j * OPF_VEC_LEN);
         }
 #pragma GCC unroll 16
         for (size_t i = 0; i < OPF_MR; i++) {
-            const opf_vec av = opf_vset1(a[p * OPF_MR + i]);
+            const opf_vec av = opf_vset1(a[(int64_t)p * csa + (int64_t)i * rsa]);
             for (size_t j = 0; j < OPF_NR_VECS; j++) {
                 acc[i][j] = opf_vfma(av, bv[j], acc[i][j]);
             }
