@@ -188,7 +188,8 @@ $(VENV)/.deps: requirements-dev.txt
 	touch $@
 
 # The package is installed as a user would (`pip install .`), not in place.
-$(VENV)/.installed: $(VENV)/.deps $(OBJ) pyproject.toml setup.py $(wildcard python/opforge/* python/opforge/*/*)
+$(VENV)/.installed: $(VENV)/.deps $(OBJ) pyproject.toml setup.py $(wildcard python/opforge/* python/opforge/*/*) \
+                     $(wildcard adapters/*)
 	$(VPY) -m pip install --quiet --no-build-isolation .
 	touch $@
 
@@ -196,6 +197,31 @@ venv: $(VENV)/.installed
 
 test-python: venv
 	cd tests/python && ../../$(VPY) -m pytest -q
+
+# --- framework adapters (adapters/*.mk) ----------------------------------------------
+
+# Each adapters/<name>.mk adds, when $(PYTHON) can import its framework, its
+# library to ADAPTERS, its test target to ADAPTER_TESTS and its demo script to
+# DEMOS. `pip install .` runs `make adapters PYTHON=<its python>` and bundles
+# build/adapters/*.so next to libopforge (setup.py). Adapters link libopforge
+# by its soname and find it through an rpath of $$ORIGIN.
+ADAPTERS :=
+ADAPTER_TESTS :=
+DEMOS := examples/mlp_numpy.py
+ADAPTER_DIR := $(BUILD)/adapters
+ADAPTER_CFLAGS := $(BASE_CFLAGS) $(OPT) -Iinclude
+ADAPTER_LDFLAGS := -shared -L$(BUILD) -l:libopforge.so.$(SOVERSION) -Wl,-rpath,'$$ORIGIN' -Wl,--as-needed
+# $(call have_module,NAME): 1 if $(PYTHON) finds the module NAME (without importing it).
+have_module = $(shell $(PYTHON) -c 'import importlib.util as u, sys; sys.exit(u.find_spec("$(1)") is None)' \
+                2>/dev/null && echo 1)
+# The venv's Python runs the framework tests, with a missing framework an
+# error rather than a skip.
+ADAPTER_PYTEST := OPFORGE_REQUIRE_FRAMEWORKS=1 ../../$(VPY) -m pytest -q
+
+include $(sort $(wildcard adapters/*.mk))
+
+.PHONY: adapters
+adapters: $(ADAPTERS)
 
 # --- main targets ------------------------------------------------------------------
 
@@ -215,9 +241,10 @@ bench: deps venv
 	$(VENV)/bin/opforge bench --json $(BUILD)/opforge-bench.json --png $(BUILD)/opforge-bench.png
 
 demo: deps venv
-	$(VPY) examples/mlp_numpy.py
+	@set -e; for d in $(DEMOS); do echo "== $$d"; $(VPY) $$d; done
 
-test: deps-test lib format-check test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-cuda test-python
+test: deps-test lib format-check test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-cuda test-python \
+      $(ADAPTER_TESTS)
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -232,7 +259,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/opforge.h $(DESTDIR)$(PREFIX)/lib/libopforge.* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/opforge.pc
 
-FORMAT_FILES := $(shell find include src tests -name '*.c' -o -name '*.h' -o -name '*.inc' | grep -v '\.inc$$')
+FORMAT_FILES := $(shell find include src tests adapters -name '*.c' -o -name '*.h' -o -name '*.inc' | grep -v '\.inc$$')
 format:
 	clang-format -i $(FORMAT_FILES)
 format-check:

@@ -7,7 +7,9 @@ Static metadata lives in pyproject.toml. This file adds what needs code:
   ``build/libopforge.so`` into ``opforge/lib/`` (one file, named by its soname,
   which is what the loader looks for, plus a linker script ``libopforge.so``
   for ``-lopforge``) and ``include/opforge.h`` into
-  ``opforge/include/``, then lets CFFI compile ``opforge._capi`` against it
+  ``opforge/include/``, and the framework adapters ``make adapters`` built
+  (``libopforge_<framework>.so``, one per framework this Python can import)
+  into ``opforge/lib/``; then lets CFFI compile ``opforge._capi`` against it
   (``cffi_modules``; rpath ``$ORIGIN/lib``), and ``opforge._probe``, the
   native loops of ``opforge bench`` (python/opforge/bench/probe.c; it does not
   link libopforge).
@@ -22,6 +24,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -70,6 +73,17 @@ def make_native_lib() -> Path:
     return NATIVE_LIB.resolve()
 
 
+def make_adapters() -> list[Path]:
+    """Runs ``make adapters`` with this Python; returns the adapter libraries built.
+
+    An adapter is built for each framework this Python can import (see
+    adapters/README.md); none is an error only if the framework is absent.
+    """
+    make = os.environ.get("MAKE", "make")
+    subprocess.run([make, "-C", str(ROOT), "adapters", f"PYTHON={sys.executable}"], check=True)
+    return sorted((ROOT / "build" / "adapters").glob("libopforge_*.so"))
+
+
 def install_native_files(library: Path, package_dir: Path) -> None:
     """Copies libopforge into package_dir/lib and opforge.h into package_dir/include.
 
@@ -85,6 +99,8 @@ def install_native_files(library: Path, package_dir: Path) -> None:
     shutil.copy2(library, lib_dir / soname)
     if soname != "libopforge.so":
         (lib_dir / "libopforge.so").write_text(f"/* GNU ld script: link the bundled library */\nINPUT({soname})\n")
+    for adapter in make_adapters():
+        shutil.copy2(adapter, lib_dir / adapter.name)
     include_dir = package_dir / "include"
     include_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(HEADER, include_dir / HEADER.name)

@@ -15,7 +15,16 @@ from typing import Any
 from . import _status
 from ._capi import ffi, lib
 
-__all__ = ["__version__", "get_include", "get_library", "get_library_dir", "info", "get_num_threads", "set_num_threads"]
+__all__ = [
+    "__version__",
+    "get_include",
+    "get_library",
+    "get_library_dir",
+    "get_adapter_library",
+    "info",
+    "get_num_threads",
+    "set_num_threads",
+]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -45,6 +54,21 @@ def get_library() -> str:
     if not candidates:
         raise FileNotFoundError(f"opforge: no libopforge.so.* in {get_library_dir()}; was the package built?")
     return str(candidates[0])
+
+
+def get_adapter_library(framework: str) -> str:
+    """Path of the bundled adapter library for ``framework`` ("torch", "tensorflow", "xla").
+
+    Raises ImportError when opforge was built without it: adapters are built
+    only for the frameworks importable when the package was built.
+    """
+    path = Path(get_library_dir()) / f"libopforge_{framework}.so"
+    if not path.exists():
+        raise ImportError(
+            f"opforge: this build has no {framework} adapter ({path} is missing); "
+            f"reinstall opforge (`pip install .`) with {framework} installed in the same environment"
+        )
+    return str(path)
 
 
 def info() -> dict[str, Any]:
