@@ -1,0 +1,432 @@
+"""Every op of the opforge op table as a JAX function: an XLA FFI custom call.
+
+At import this module walks the built-in table, binds each row to a C handler
+of ``libopforge_xla.so`` (``adapters/xla.c``), registers it with XLA as the FFI
+target ``opforge.<op>`` for the CPU platform (and for CUDA when libopforge
+has usable CUDA devices), and defines one function per row, named after it::
+
+    relu(x)              scale(x, *, alpha=1.0)          add(a, b)
+    dense(x, w, b=None, *, activation='none')            dense_grad(dy, x, w, y=None, *, activation='none')
+
+``load_ops(path)`` does the same for a user's library of ops
+(``OPF_EXPORT_OP_TABLE``). Nothing here names a particular op.
+
+The functions take and return ``jax.Array``\\ s and work eagerly and under
+``jax.jit``, ``jax.grad``/``jax.vjp`` (a ``jax.custom_vjp`` built from the
+row's gradient rules, which call other rows), ``jax.vmap`` and
+``jax.shard_map``.
+
+Calling convention
+------------------
+- Tensor arguments are arrays (or Python numbers, which take the dtype of the
+  other tensor arguments) of one dtype the row supports (float32, float64 with
+  ``jax_enable_x64``). An optional input may be None.
+- Attributes are keyword-only: float and int attributes take Python numbers,
+  enum attributes one of their choice names (or None for a choice "none").
+- Result: the single output, else a tuple. An input the row marks as mutated
+  (``OPF_ARG_MUTATED``) cannot be written in place in JAX: the function
+  returns its new value instead (XLA aliases the buffers when it can).
+- Errors are raised when the call is traced, before anything runs: TypeError
+  for a wrong dtype or attribute type, ValueError for shapes (the library's
+  shape checks, ``opf_op_infer_shape``) and attribute values, each naming the
+  op and the argument. The C handler checks everything again when XLA runs it
+  and fails the computation with a message naming the op.
+
+vmap
+----
+A row flagged elementwise uses ``vmap_method="broadcast_all"``: an
+elementwise kernel is indifferent to one more leading axis, so the batched
+operands go to a single kernel call (an unbatched operand is broadcast first,
+since elementwise rows such as add take same-shape inputs). Other rows use
+``"sequential"``: the table says nothing about how a batch axis maps through
+their shape rule (dense is rank-2 only), so vmap runs one call per batch
+element in a loop inside the compiled program (correct for any row, not
+fast).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import inspect
+import os
+import threading
+from typing import Any, Callable, Optional, Sequence, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import get_adapter_library
+from ._capi import ffi, lib
+from ._status import check as _check_status
+from ._table import AttrDef, OpDef, OpTable, builtin_table, load_table
+
+__all__ = ["OpNamespace", "load_ops", "target_name", "ffi_api_version"]  # + one name per built-in op
+
+_CPU, _CUDA = 0, 1
+_MAX_RANK: int = lib.OPF_MAX_RANK
+_Attrs = tuple[tuple[str, Any], ...]
+
+# --------------------------------------------------------------------------
+# The C adapter
+# --------------------------------------------------------------------------
+
+_adapter = ctypes.CDLL(get_adapter_library("xla"))
+_adapter.opf_xla_handler.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int)
+_adapter.opf_xla_handler.restype = ctypes.c_void_p
+_adapter.opf_xla_api_version.argtypes = (ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+_adapter.opf_xla_max_handlers.restype = ctypes.c_int
+
+_lock = threading.Lock()
+_targets: dict[str, int] = {}  # registered target name -> address of its row (opf_op_def *)
+_keep_alive: list[Any] = []  # tables whose rows are registered (user libraries stay loaded)
+
+
+def ffi_api_version() -> tuple[int, int]:
+    """The XLA FFI API version (major, minor) of the headers libopforge_xla was built with."""
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    _adapter.opf_xla_api_version(ctypes.byref(major), ctypes.byref(minor))
+    return major.value, minor.value
+
+
+def target_name(table: OpTable, op: OpDef) -> str:
+    """The XLA FFI target a row is registered as: ``<table name>.<op name>``."""
+    return f"{table.name}.{op.name}"
+
+
+def _cuda_wanted() -> bool:
+    return int(lib.opf_cuda_device_count()) > 0 and os.environ.get("OPFORGE_JAX_NO_CUDA") != "1"
+
+
+def _register(table: OpTable, op: OpDef, label: str) -> str:
+    """Binds a row to C handlers and registers them with XLA (once per target)."""
+    name = target_name(table, op)
+    address = int(ffi.cast("uintptr_t", op.cdata))
+    with _lock:
+        if name in _targets:
+            if _targets[name] != address:
+                raise ValueError(
+                    f"opforge.jax: an op named {name!r} is already registered from another library; "
+                    "op tables need distinct names"
+                )
+            return name
+        platforms = [(_CPU, "cpu")] + ([(_CUDA, "CUDA")] if _cuda_wanted() and op.cdata.compute_cuda != ffi.NULL else [])
+        for platform, xla_platform in platforms:
+            handler = _adapter.opf_xla_handler(address, label.encode(), platform)
+            if not handler:
+                raise RuntimeError(
+                    f"opforge.jax: cannot register {name}: all {_adapter.opf_xla_max_handlers()} "
+                    "XLA handler slots are taken"
+                )
+            jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(handler), platform=xla_platform)
+        _targets[name] = address
+        _keep_alive.append(table)
+    return name
+
+
+# --------------------------------------------------------------------------
+# One op
+# --------------------------------------------------------------------------
+
+
+def _dims(shape: Sequence[int]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _attr_annotation(attr: AttrDef) -> str:
+    return {"float": "float", "int": "int", "enum": "str"}[attr.kind]
+
+
+class _Op:
+    """Calls one row of a table on JAX arrays (see the module docstring)."""
+
+    def __init__(self, table: OpTable, op: OpDef, label: str, namespace: "OpNamespace") -> None:
+        self.op = op
+        self.label = label
+        self.namespace = namespace
+        self.target = _register(table, op, label)
+        self.num_mutated = sum(arg.mutated for arg in op.inputs)
+        self.vmap_method = "broadcast_all" if op.elementwise else "sequential"
+        self.signature = self._make_signature()
+
+    # -- signature and arguments ---------------------------------------------
+
+    def _make_signature(self) -> inspect.Signature:
+        P = inspect.Parameter
+        params = [
+            P(arg.name, P.POSITIONAL_OR_KEYWORD, default=None if arg.optional else P.empty, annotation="ArrayLike")
+            for arg in self.op.inputs
+        ]
+        params += [P(a.name, P.KEYWORD_ONLY, default=a.default, annotation=_attr_annotation(a)) for a in self.op.attrs]
+        return inspect.Signature(params, return_annotation="jax.Array")
+
+    def _attr_value(self, attr: AttrDef, value: Any) -> Any:
+        if attr.kind == "enum":
+            if value is None and "none" in attr.choices:
+                return "none"
+            if not isinstance(value, str) or value not in attr.choices:
+                choices = ", ".join(repr(c) for c in attr.choices)
+                raise ValueError(f"{self.label}: {attr.name} must be one of {choices}, got {value!r}")
+            return value
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            kind = "a float" if attr.kind == "float" else "an integer"
+            hint = ""
+            if isinstance(value, jax.core.Tracer):
+                hint = " (attributes are static: close over them, or use static_argnames under jax.jit)"
+            raise TypeError(f"{self.label}: {attr.name} must be {kind}, got {value!r}{hint}")
+        if attr.kind == "int":
+            if isinstance(value, (float, np.floating)):
+                if not float(value).is_integer():
+                    raise TypeError(f"{self.label}: {attr.name} must be an integer, got {value!r}")
+            if not -(2**63) <= int(value) < 2**63:
+                raise ValueError(f"{self.label}: {attr.name} is out of the int64 range: {value!r}")
+            return int(value)
+        return float(value)
+
+    def _arrays(self, values: dict[str, Any]) -> list[Optional[jax.Array]]:
+        """The inputs as arrays of one supported dtype (None for absent optional ones)."""
+        inputs = self.op.inputs
+        dtype: Optional[np.dtype] = None
+        first = ""
+        for arg in inputs:
+            value = values[arg.name]
+            if value is None or isinstance(value, (bool, int, float, list, tuple)):
+                continue
+            if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+                raise TypeError(f"{self.label}: {arg.name} must be an array, got {type(value).__name__}")
+            this = np.dtype(value.dtype)
+            if this.name not in self.op.dtypes:
+                raise TypeError(
+                    f"{self.label}: {arg.name} has dtype {this.name}; expected {' or '.join(self.op.dtypes)}"
+                )
+            if dtype is None:
+                dtype, first = this, arg.name
+            elif this != dtype:
+                raise TypeError(
+                    f"{self.label}: {arg.name} has dtype {this.name} but {first} has dtype {dtype.name}; "
+                    "every tensor argument must have the same dtype"
+                )
+        if dtype is None:
+            dtype = np.dtype(jnp.result_type(float))
+        arrays: list[Optional[jax.Array]] = []
+        for arg in inputs:
+            value = values[arg.name]
+            if value is None:
+                if not arg.optional:
+                    raise TypeError(f"{self.label}: {arg.name} is required, got None")
+                arrays.append(None)
+            elif isinstance(value, (bool, int, float, list, tuple)):
+                if isinstance(value, bool):
+                    raise TypeError(f"{self.label}: {arg.name} must be an array, got a bool")
+                arrays.append(jnp.asarray(value, dtype=dtype))
+            else:
+                arrays.append(jnp.asarray(value))
+        return arrays
+
+    # -- shapes -------------------------------------------------------------
+
+    @functools.lru_cache(maxsize=1024)
+    def _output_shapes(self, shapes: tuple[Optional[tuple[int, ...]], ...]) -> tuple[tuple[int, ...], ...]:
+        """Shapes of the outputs by the row's shape checks and rules
+        (``opf_op_infer_shape``); raises as the library says."""
+        for arg, shape in zip(self.op.inputs, shapes):
+            if shape is not None and len(shape) > _MAX_RANK:
+                raise ValueError(f"{self.label}: {arg.name} has rank {len(shape)}; supported ranks are 0 to {_MAX_RANK}")
+        count = max(len(shapes), 1)
+        tensors = ffi.new("opf_tensor[]", count)
+        dims = [ffi.new("int64_t[]", list(shape) or [0]) if shape is not None else ffi.NULL for shape in shapes]
+        pointers = ffi.new("opf_tensor *[]", count)
+        for i, shape in enumerate(shapes):
+            if shape is None:
+                pointers[i] = ffi.NULL
+                continue
+            tensors[i].ndim = len(shape)
+            tensors[i].shape = dims[i]
+            tensors[i].dtype = lib.OPF_F32
+            tensors[i].device.type = lib.OPF_DEVICE_CPU
+            pointers[i] = tensors + i
+        ndim = ffi.new("int32_t *")
+        out = ffi.new("int64_t[]", _MAX_RANK)
+        result = []
+        for o in range(len(self.op.outputs)):
+            status = lib.opf_op_infer_shape(self.op.cdata, pointers, o, ndim, out)
+            try:
+                _check_status(status)
+            except (TypeError, ValueError, RuntimeError) as exc:
+                raise type(exc)(f"{self.label}: {exc}") from None
+            result.append(tuple(int(out[d]) for d in range(ndim[0])))
+        return tuple(result)
+
+    # -- the FFI call -------------------------------------------------------
+
+    def _raw(self, present: Sequence[jax.Array], mask: tuple[bool, ...], attrs: _Attrs) -> tuple[jax.Array, ...]:
+        """One ffi_call: the present inputs in, the mutated inputs' new values
+        and the outputs out."""
+        full: list[Optional[jax.Array]] = []
+        it = iter(present)
+        for here in mask:
+            full.append(next(it) if here else None)
+        shapes = tuple(None if a is None else tuple(a.shape) for a in full)
+        out_shapes = self._output_shapes(shapes)
+        dtype = present[0].dtype
+        results = []
+        aliases = {}
+        position = 0
+        for arg, array, here in zip(self.op.inputs, full, mask):
+            if here and arg.mutated:
+                assert array is not None
+                aliases[position] = len(results)
+                results.append(jax.ShapeDtypeStruct(array.shape, dtype))
+            position += here
+        results += [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
+        in_mask = sum(1 << i for i, here in enumerate(mask) if here)
+        kwargs: dict[str, Any] = {"opf_inputs": np.int64(in_mask)}
+        for attr, (name, value) in zip(self.op.attrs, attrs):
+            kwargs[name] = value if attr.kind == "enum" else (np.float64(value) if attr.kind == "float" else np.int64(value))
+        call = jax.ffi.ffi_call(
+            self.target, results, vmap_method=self.vmap_method, input_output_aliases=aliases or None
+        )
+        return tuple(call(*present, **kwargs))
+
+    @functools.lru_cache(maxsize=256)
+    def _function(self, mask: tuple[bool, ...], attrs: _Attrs) -> Callable[..., tuple[jax.Array, ...]]:
+        """The call for one presence mask and attribute values, with its custom VJP."""
+        op = self.op
+
+        @jax.custom_vjp
+        def run(*present: jax.Array) -> tuple[jax.Array, ...]:
+            return self._raw(present, mask, attrs)
+
+        def forward(*present: jax.Array) -> tuple[tuple[jax.Array, ...], Any]:
+            results = self._raw(present, mask, attrs)
+            return results, (present, results)
+
+        def backward(saved: Any, cotangents: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+            present, results = saved
+            if not op.grads:
+                raise TypeError(f"{self.label} is not differentiable: its table row has no gradient rule")
+            inputs: list[Optional[jax.Array]] = []
+            it = iter(present)
+            for here in mask:
+                inputs.append(next(it) if here else None)
+            outputs = results[self.num_mutated :]
+            grad_of_outputs = cotangents[self.num_mutated :]
+            grads: list[Optional[jax.Array]] = [None] * len(op.inputs)
+            values = dict(attrs)
+            for rule in op.grads:
+                sources = []
+                for source in rule.sources:
+                    if source.kind == "input":
+                        sources.append(inputs[source.index])
+                    elif source.kind == "output":
+                        sources.append(outputs[source.index])
+                    elif source.kind == "grad":
+                        sources.append(grad_of_outputs[source.index])
+                    else:
+                        sources.append(None)
+                if rule.op is None:
+                    produced: Sequence[Optional[jax.Array]] = (sources[0],)
+                else:
+                    grad_op = self.namespace._ops[rule.op]
+                    grad_attrs = {a.name: values[a.name] for a in grad_op.op.attrs if a.name in values}
+                    out = grad_op(*sources, **grad_attrs)
+                    produced = out if isinstance(out, tuple) else (out,)
+                for j, index in enumerate(rule.produces):
+                    if index < 0 or inputs[index] is None or produced[j] is None:
+                        continue
+                    g = produced[j]
+                    grads[index] = g if grads[index] is None else grads[index] + g
+            return tuple(
+                grads[i] if grads[i] is not None else jnp.zeros_like(x)
+                for i, x in enumerate(inputs)
+                if x is not None
+            )
+
+        run.defvjp(forward, backward)
+        return run
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.label}: {exc}") from None
+        bound.apply_defaults()
+        values = bound.arguments
+        arrays = self._arrays(values)
+        attrs = tuple((a.name, self._attr_value(a, values[a.name])) for a in self.op.attrs)
+        mask = tuple(a is not None for a in arrays)
+        present = [a for a in arrays if a is not None]
+        results = self._function(mask, attrs)(*present)
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+# --------------------------------------------------------------------------
+# Namespaces
+# --------------------------------------------------------------------------
+
+
+def _make_function(caller: _Op) -> Callable[..., Any]:
+    op = caller.op
+
+    @functools.wraps(caller.__call__)
+    def function(*args: Any, **kwargs: Any) -> Any:
+        return caller(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = op.name
+    function.__signature__ = caller.signature  # type: ignore[attr-defined]
+    lines = [op.doc, "", "Parameters", "----------"]
+    for arg in op.inputs:
+        lines.append(f"{arg.name} : jax.Array{', optional' if arg.optional else ''}")
+        lines.append(f"    {arg.doc}")
+    for attr in op.attrs:
+        if attr.kind == "enum":
+            choices = ", ".join(repr(c) for c in attr.choices)
+            lines.append(f"{attr.name} : {{{choices}}}, default {attr.default!r}")
+        else:
+            lines.append(f"{attr.name} : {attr.kind}, default {attr.default!r}")
+        lines.append(f"    {attr.doc}")
+    lines += ["", "Returns", "-------"]
+    for arg in op.inputs:
+        if arg.mutated:
+            lines.append(f"{arg.name} : jax.Array\n    the new value of {arg.name} (JAX arrays are immutable)")
+    for out in op.outputs:
+        lines.append(f"{out.name} : jax.Array\n    {out.doc}")
+    lines.append(f"\nXLA FFI target {caller.target!r}; vmap_method {caller.vmap_method!r}.")
+    function.__doc__ = "\n".join(lines)
+    function.__wrapped__ = None  # type: ignore[attr-defined]
+    del function.__wrapped__
+    return function
+
+
+class OpNamespace:
+    """The ops of one table as JAX functions (attributes named after the rows)."""
+
+    def __init__(self, table: OpTable, prefix: str) -> None:
+        self.__opforge_table__ = table
+        self._ops: dict[str, _Op] = {}
+        for op in table.ops:
+            self._ops[op.name] = _Op(table, op, f"{prefix}{op.name}", self)
+        for name, caller in self._ops.items():
+            setattr(self, name, _make_function(caller))
+
+    def __repr__(self) -> str:
+        return f"<opforge.jax ops of table {self.__opforge_table__.name!r}: {', '.join(self._ops)}>"
+
+
+def load_ops(path: Union[str, "os.PathLike[str]"]) -> OpNamespace:
+    """Loads a user library exporting ``opforge_op_table`` and registers its ops with XLA.
+
+    Its ops become functions of the returned namespace, named after the rows,
+    each error message starting with ``<table name>.<op name>``. The library
+    stays loaded for the rest of the process (XLA keeps its handlers).
+    """
+    table = load_table(path)
+    return OpNamespace(table, f"{table.name}.")
+
+
+_builtin = OpNamespace(builtin_table(), "opforge.jax.")
+for _name, _caller in _builtin._ops.items():
+    globals()[_name] = getattr(_builtin, _name)
+    __all__.append(_name)
+del _name, _caller
