@@ -134,6 +134,27 @@ def _dims(shape: Sequence[int]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
+def _varying_axes(x: Any) -> frozenset:
+    """The manual mesh axes x varies over inside ``jax.shard_map`` (empty outside)."""
+    aval = jax.typeof(x)
+    mat = getattr(aval, "mat", None)  # jax >= 0.10
+    if mat is not None and hasattr(mat, "varying"):
+        return frozenset(mat.varying)
+    return frozenset(getattr(aval, "vma", ()))
+
+
+def _make_varying(x: jax.Array, axes: frozenset) -> jax.Array:
+    """x typed as varying over `axes` as well. ffi_call gives its results no
+    varying axes; inside shard_map an op's results vary as its inputs do
+    (else a custom VJP's cotangents do not match its inputs' types)."""
+    missing = tuple(sorted(axes - _varying_axes(x), key=str))
+    if not missing:
+        return x
+    if hasattr(jax.lax, "pcast"):
+        return jax.lax.pcast(x, missing, to="varying")
+    return jax.lax.pvary(x, missing)  # jax < 0.8.2
+
+
 def _attr_annotation(attr: AttrDef) -> str:
     return {"float": "float", "int": "int", "enum": "str"}[attr.kind]
 
@@ -287,7 +308,9 @@ class _Op:
         call = jax.ffi.ffi_call(
             self.target, results, vmap_method=self.vmap_method, input_output_aliases=aliases or None
         )
-        return tuple(call(*present, **kwargs))
+        outs = tuple(call(*present, **kwargs))
+        varying = frozenset().union(*(_varying_axes(a) for a in present))
+        return tuple(_make_varying(out, varying) for out in outs) if varying else outs
 
     @functools.lru_cache(maxsize=256)
     def _function(self, mask: tuple[bool, ...], attrs: _Attrs) -> Callable[..., tuple[jax.Array, ...]]:
@@ -299,7 +322,9 @@ class _Op:
             return self._raw(present, mask, attrs)
 
         def forward(*present: jax.Array) -> tuple[tuple[jax.Array, ...], Any]:
-            results = self._raw(present, mask, attrs)
+            # Through `run`, not the bare call: under a second differentiation
+            # the saved outputs must be differentiable too.
+            results = run(*present)
             return results, (present, results)
 
         def backward(saved: Any, cotangents: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
@@ -357,6 +382,12 @@ class _Op:
         attrs = tuple((a.name, self._attr_value(a, values[a.name])) for a in self.op.attrs)
         mask = tuple(a is not None for a in arrays)
         present = [a for a in arrays if a is not None]
+        # Inside shard_map, inputs that vary over different mesh axes are all
+        # cast to vary over the union before the custom VJP (whose transpose
+        # then sums the gradient of an invariant input over the mesh).
+        varying = frozenset().union(*(_varying_axes(a) for a in present))
+        if varying:
+            present = [_make_varying(a, varying) for a in present]
         results = self._function(mask, attrs)(*present)
         return results[0] if len(results) == 1 else tuple(results)
 
