@@ -169,6 +169,7 @@ class _Op:
         self.target = _register(table, op, label)
         self.num_mutated = sum(arg.mutated for arg in op.inputs)
         self.vmap_method = "broadcast_all" if op.elementwise else "sequential"
+        self.alias_outputs = op.elementwise and os.environ.get("OPFORGE_JAX_ALIAS", "1") == "1"
         self.signature = self._make_signature()
 
     # -- signature and arguments ---------------------------------------------
@@ -300,6 +301,15 @@ class _Op:
                 aliases[position] = len(results)
                 results.append(jax.ShapeDtypeStruct(array.shape, dtype))
             position += here
+        if self.alias_outputs:
+            # An elementwise row may write an output over the input it is
+            # shaped like: let XLA reuse that input's buffer when it is dead
+            # after the call (in a loop carry, a fused chain of ops), rather
+            # than allocate a fresh one (it inserts a copy when it is not).
+            positions = [i for i, here in enumerate(mask) if here]
+            for o, rule in enumerate(self.op.output_shapes):
+                if rule.kind == "like" and mask[rule.like] and positions.index(rule.like) not in aliases:
+                    aliases[positions.index(rule.like)] = len(results) + o
         results += [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
         in_mask = sum(1 << i for i, here in enumerate(mask) if here)
         kwargs: dict[str, Any] = {"opf_inputs": np.int64(in_mask)}

@@ -196,3 +196,20 @@ def test_handlers_report_the_installed_jaxlib_api_version() -> None:
 def test_large_input_runs_on_the_thread_pool() -> None:
     x = jnp.asarray(np.random.default_rng(5).standard_normal(3_000_001).astype(np.float32))
     assert_same(jax.jit(oj.relu)(x), jax.nn.relu(x))
+
+
+def test_outputs_written_over_inputs_never_clobber_live_values() -> None:
+    # Elementwise rows let XLA reuse an input's buffer for the output; XLA
+    # must copy whenever that input is still needed.
+    x = jnp.asarray(random((1000,), np.float32))
+    both = jax.jit(lambda v: (oj.relu(v), v, oj.add(oj.relu(v), v), oj.scale(v, alpha=2.0)))(x)
+    assert_same(both[0], jax.nn.relu(x))
+    assert_same(both[1], x)
+    assert_same(both[2], jax.nn.relu(x) + x)
+    assert_same(both[3], x * 2)
+    looped = jax.jit(lambda v: jax.lax.fori_loop(0, 3, lambda i, u: oj.add(oj.scale(u, alpha=0.5), v), v))(x)
+    expected = x
+    for _ in range(3):
+        expected = expected * np.float32(0.5) + x
+    assert_same(looped, expected)
+    assert_same(x, np.asarray(random((1000,), np.float32)))
