@@ -64,10 +64,12 @@ def bench_relu(n: int, device: Any, repeats: int) -> None:
 
 def bench_dense(n: int, k: int, m: int, device: Any, repeats: int) -> None:
     rng = np.random.default_rng(1)
-    x, w, b = (jax.device_put(jnp.asarray(rng.standard_normal(s).astype(np.float32)), device) for s in [(n, k), (k, m), (m,)])
+    shapes = [(n, k), (k, m), (m,)]
+    x, w, b = (jax.device_put(jnp.asarray(rng.standard_normal(s).astype(np.float32)), device) for s in shapes)
     ours = jax.jit(lambda x, w, b: oj.dense(x, w, b, activation="relu"))
     builtin = jax.jit(lambda x, w, b: jax.nn.relu(x @ w + b))
-    np.testing.assert_allclose(np.asarray(ours(x, w, b)), np.asarray(builtin(x, w, b)), rtol=2e-3, atol=2e-3 * np.sqrt(k))
+    tol = 2e-3 * np.sqrt(k)
+    np.testing.assert_allclose(np.asarray(ours(x, w, b)), np.asarray(builtin(x, w, b)), rtol=2e-3, atol=tol)
     t_ours, t_builtin = (median_seconds(f, (x, w, b), repeats) for f in (ours, builtin))
     flops = lambda t: 2 * n * k * m / t / 1e9  # noqa: E731
     print(f"dense+relu {n}x{k}x{m:<5}  opforge {t_ours * 1e3:8.3f} ms ({flops(t_ours):6.1f} GFLOP/s)   "

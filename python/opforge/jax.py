@@ -111,7 +111,9 @@ def _register(table: OpTable, op: OpDef, label: str) -> str:
                     "op tables need distinct names"
                 )
             return name
-        platforms = [(_CPU, "cpu")] + ([(_CUDA, "CUDA")] if _cuda_wanted() and op.cdata.compute_cuda != ffi.NULL else [])
+        platforms = [(_CPU, "cpu")]
+        if _cuda_wanted() and op.cdata.compute_cuda != ffi.NULL:
+            platforms.append((_CUDA, "CUDA"))
         for platform, xla_platform in platforms:
             handler = _adapter.opf_xla_handler(address, label.encode(), platform)
             if not handler:
@@ -194,7 +196,7 @@ class _Op:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             kind = "a float" if attr.kind == "float" else "an integer"
             hint = ""
-            if isinstance(value, jax.core.Tracer):
+            if isinstance(value, jax.Array):
                 hint = " (attributes are static: close over them, or use static_argnames under jax.jit)"
             raise TypeError(f"{self.label}: {attr.name} must be {kind}, got {value!r}{hint}")
         if attr.kind == "int":
@@ -254,7 +256,9 @@ class _Op:
         (``opf_op_infer_shape``); raises as the library says."""
         for arg, shape in zip(self.op.inputs, shapes):
             if shape is not None and len(shape) > _MAX_RANK:
-                raise ValueError(f"{self.label}: {arg.name} has rank {len(shape)}; supported ranks are 0 to {_MAX_RANK}")
+                raise ValueError(
+                    f"{self.label}: {arg.name} has rank {len(shape)}; supported ranks are 0 to {_MAX_RANK}"
+                )
         count = max(len(shapes), 1)
         tensors = ffi.new("opf_tensor[]", count)
         dims = [ffi.new("int64_t[]", list(shape) or [0]) if shape is not None else ffi.NULL for shape in shapes]
@@ -314,7 +318,8 @@ class _Op:
         in_mask = sum(1 << i for i, here in enumerate(mask) if here)
         kwargs: dict[str, Any] = {"opf_inputs": np.int64(in_mask)}
         for attr, (name, value) in zip(self.op.attrs, attrs):
-            kwargs[name] = value if attr.kind == "enum" else (np.float64(value) if attr.kind == "float" else np.int64(value))
+            encode = {"enum": str, "float": np.float64, "int": np.int64}[attr.kind]
+            kwargs[name] = encode(value)
         call = jax.ffi.ffi_call(
             self.target, results, vmap_method=self.vmap_method, input_output_aliases=aliases or None
         )

@@ -46,7 +46,8 @@ def test_elementwise_on_gpu(dtype: Any) -> None:
 def test_dense_and_grad_on_gpu(dtype: Any) -> None:
     gpu = _gpus()[0]
     rng = np.random.default_rng(2)
-    x, w, b = (jax.device_put(jnp.asarray(rng.standard_normal(s).astype(dtype)), gpu) for s in [(64, 96), (96, 48), (48,)])
+    x, w, b = (jax.device_put(jnp.asarray(rng.standard_normal(s).astype(dtype)), gpu)
+                for s in [(64, 96), (96, 48), (48,)])
     y = jax.jit(lambda x, w, b: oj.dense(x, w, b, activation="relu"))(x, w, b)
     xs, ws, bs = (np.asarray(a, np.float64) for a in (x, w, b))
     assert_matmul_close(np.asarray(y), np.maximum(xs @ ws + bs, 0), np.abs(xs) @ np.abs(ws) + np.abs(bs), 96)

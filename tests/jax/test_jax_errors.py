@@ -83,44 +83,53 @@ def call_target(op: str, results: Any, *args: Any, **attrs: Any) -> Any:
     return jax.ffi.ffi_call(f"opforge.{op}", results, vmap_method="sequential")(*args, **attrs)
 
 
+def handler_error(pattern: str) -> Any:
+    """pytest.raises for the error the C handler returns (XLA's runtime error)."""
+    return pytest.raises(jax.errors.JaxRuntimeError, match=pattern)
+
+
+def run(op: str, results: Any, *args: Any, **attrs: Any) -> None:
+    jax.block_until_ready(call_target(op, results, *args, **attrs))
+
+
 def sds(shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(shape, dtype)
 
 
 def test_handler_rejects_int32() -> None:
     x = jnp.arange(4, dtype=jnp.int32)
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.relu: input x has dtype int32; expected float32 or float64"):
-        jax.block_until_ready(call_target("relu", sds((4,), jnp.int32), x))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.relu: output y has dtype int32"):
-        jax.block_until_ready(call_target("relu", sds((4,), jnp.int32), jnp.ones(4, jnp.float32)))
+    with handler_error(r"opforge\.jax\.relu: input x has dtype int32; expected float32 or float64"):
+        run("relu", sds((4,), jnp.int32), x)
+    with handler_error(r"opforge\.jax\.relu: output y has dtype int32"):
+        run("relu", sds((4,), jnp.int32), jnp.ones(4, jnp.float32))
 
 
 def test_handler_rejects_bad_shapes() -> None:
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.add: opf_add: shape mismatch: a is \[2,3\], b is \[3,2\]"):
-        jax.block_until_ready(call_target("add", sds((2, 3)), jnp.ones((2, 3), jnp.float32), jnp.ones((3, 2), jnp.float32)))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.dense: opf_dense: .*rank"):
-        jax.block_until_ready(call_target("dense", sds((2, 5)), jnp.ones((2, 3, 4), jnp.float32), jnp.ones((4, 5), jnp.float32),
-                                          opf_inputs=np.int64(3)))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.relu: opf_relu: .*y"):
-        jax.block_until_ready(call_target("relu", sds((5,)), jnp.ones(4, jnp.float32)))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.add: opf_add: .*dtype"):
-        jax.block_until_ready(call_target("add", sds((3,)), jnp.ones(3, jnp.float32), jnp.ones(3, jnp.float64)))
+    with handler_error(r"opforge\.jax\.add: opf_add: shape mismatch: a is \[2,3\], b is \[3,2\]"):
+        run("add", sds((2, 3)), jnp.ones((2, 3), jnp.float32), jnp.ones((3, 2), jnp.float32))
+    with handler_error(r"opforge\.jax\.dense: opf_dense: .*rank"):
+        x3, w = jnp.ones((2, 3, 4), jnp.float32), jnp.ones((4, 5), jnp.float32)
+        run("dense", sds((2, 5)), x3, w, opf_inputs=np.int64(3))
+    with handler_error(r"opforge\.jax\.relu: opf_relu: .*y"):
+        run("relu", sds((5,)), jnp.ones(4, jnp.float32))
+    with handler_error(r"opforge\.jax\.add: opf_add: .*dtype"):
+        run("add", sds((3,)), jnp.ones(3, jnp.float32), jnp.ones(3, jnp.float64))
 
 
 def test_handler_rejects_bad_counts_and_attributes() -> None:
     x = jnp.ones((2, 2), jnp.float32)
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.add: expected 2 operands and 1 results, got 1 and 1"):
-        jax.block_until_ready(call_target("add", sds((2, 2)), x))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.relu: unknown attribute 'alpha'"):
-        jax.block_until_ready(call_target("relu", sds((2, 2)), x, alpha=np.float32(1)))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.scale: attribute alpha must be a float scalar"):
-        jax.block_until_ready(call_target("scale", sds((2, 2)), x, alpha="2"))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.dense: activation must be one of 'none', 'relu', got 'tanh'"):
-        jax.block_until_ready(call_target("dense", sds((2, 2)), x, x, activation="tanh", opf_inputs=np.int64(3)))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.dense: input x is required"):
-        jax.block_until_ready(call_target("dense", sds((2, 2)), x, x, opf_inputs=np.int64(6)))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=r"opforge\.jax\.dense: attribute opf_inputs must be an integer bit mask"):
-        jax.block_until_ready(call_target("dense", sds((2, 2)), x, x, opf_inputs=np.int64(64)))
+    with handler_error(r"opforge\.jax\.add: expected 2 operands and 1 results, got 1 and 1"):
+        run("add", sds((2, 2)), x)
+    with handler_error(r"opforge\.jax\.relu: unknown attribute 'alpha'"):
+        run("relu", sds((2, 2)), x, alpha=np.float32(1))
+    with handler_error(r"opforge\.jax\.scale: attribute alpha must be a float scalar"):
+        run("scale", sds((2, 2)), x, alpha="2")
+    with handler_error(r"opforge\.jax\.dense: activation must be one of 'none', 'relu', got 'tanh'"):
+        run("dense", sds((2, 2)), x, x, activation="tanh", opf_inputs=np.int64(3))
+    with handler_error(r"opforge\.jax\.dense: input x is required"):
+        run("dense", sds((2, 2)), x, x, opf_inputs=np.int64(6))
+    with handler_error(r"opforge\.jax\.dense: attribute opf_inputs must be an integer bit mask"):
+        run("dense", sds((2, 2)), x, x, opf_inputs=np.int64(64))
 
 
 def test_handler_takes_float32_and_float64_alpha() -> None:
@@ -133,5 +142,5 @@ def test_handler_takes_float32_and_float64_alpha() -> None:
 def test_process_survives_errors() -> None:
     x = jnp.asarray([-1.0, 2.0])
     with pytest.raises(jax.errors.JaxRuntimeError):
-        jax.block_until_ready(call_target("add", sds((2,), jnp.float64), x, jnp.ones(3)))
+        run("add", sds((2,), jnp.float64), x, jnp.ones(3))
     np.testing.assert_array_equal(oj.relu(x), jnp.asarray([0.0, 2.0]))

@@ -104,7 +104,8 @@ def test_vmap_elementwise(dtype: Any) -> None:
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_vmap_dense(dtype: Any) -> None:
-    x, w, b = away_from_zero((4, 6, 5), dtype, 12), away_from_zero((4, 5, 3), dtype, 13), away_from_zero((4, 3), dtype, 14)
+    x, w = away_from_zero((4, 6, 5), dtype, 12), away_from_zero((4, 5, 3), dtype, 13)
+    b = away_from_zero((4, 3), dtype, 14)
     dense = lambda x, w, b: oj.dense(x, w, b, activation="relu")  # noqa: E731
     np.testing.assert_array_equal(jax.vmap(dense)(x, w, b), loop(dense, x, w, b))
     shared = lambda x: oj.dense(x, w[0], b[0])  # noqa: E731
@@ -126,7 +127,8 @@ def test_shard_map_over_two_devices_matches_unsharded() -> None:
     devices = jax.devices("cpu")
     assert len(devices) >= 2, "conftest sets --xla_force_host_platform_device_count=2"
     mesh = Mesh(np.array(devices[:2]), ("batch",))
-    x, w, b = away_from_zero((16, 8), np.float32, 16), away_from_zero((8, 4), np.float32, 17), away_from_zero((4,), np.float32, 18)
+    x, w = away_from_zero((16, 8), np.float32, 16), away_from_zero((8, 4), np.float32, 17)
+    b = away_from_zero((4,), np.float32, 18)
 
     def model(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
         h = oj.dense(x, w, b, activation="relu")
