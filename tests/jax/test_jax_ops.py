@@ -213,3 +213,19 @@ def test_outputs_written_over_inputs_never_clobber_live_values() -> None:
         expected = expected * np.float32(0.5) + x
     assert_same(looped, expected)
     assert_same(x, np.asarray(random((1000,), np.float32)))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_transposed_sliced_and_reversed_operands(dtype: Any) -> None:
+    # XLA hands the target row-major buffers (ffi_call's default layout) of
+    # whatever view the program computes: the views are materialized first.
+    x = jnp.asarray(random((40, 30), dtype, 7))
+    views = jax.jit(lambda x: (oj.relu(x.T), oj.add(x[::2, ::-1], x[1::2, :]), oj.scale(x[:, 3], alpha=2.0)))(x)
+    assert_same(views[0], jax.nn.relu(x.T))
+    assert_same(views[1], x[::2, ::-1] + x[1::2, :])
+    assert_same(views[2], x[:, 3] * 2)
+    rng = np.random.default_rng(9)
+    clean, w = (jnp.asarray(rng.standard_normal(s).astype(dtype)) for s in [(40, 30), (40, 20)])  # finite
+    y = jax.jit(lambda x, w: oj.dense(x.T, w[::-1, ::2]))(clean, w)
+    expected, magnitude = dense_reference(clean.T, w[::-1, ::2], None, "none")
+    assert_matmul_close(np.asarray(y), expected, magnitude, 40)
