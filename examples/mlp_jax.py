@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 from mlp_numpy import BATCH, HIDDEN, INPUTS, LEARNING_RATE, OUTPUTS, make_problem  # noqa: E402
 
 import opforge  # noqa: E402

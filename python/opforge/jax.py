@@ -132,10 +132,6 @@ def _register(table: OpTable, op: OpDef, label: str) -> str:
 # --------------------------------------------------------------------------
 
 
-def _dims(shape: Sequence[int]) -> str:
-    return "[" + ",".join(str(d) for d in shape) + "]"
-
-
 def _varying_axes(x: Any) -> frozenset:
     """The manual mesh axes x varies over inside ``jax.shard_map`` (empty outside)."""
     aval = jax.typeof(x)
@@ -415,7 +411,6 @@ class _Op:
 def _make_function(caller: _Op) -> Callable[..., Any]:
     op = caller.op
 
-    @functools.wraps(caller.__call__)
     def function(*args: Any, **kwargs: Any) -> Any:
         return caller(*args, **kwargs)
 
@@ -440,8 +435,7 @@ def _make_function(caller: _Op) -> Callable[..., Any]:
         lines.append(f"{out.name} : jax.Array\n    {out.doc}")
     lines.append(f"\nXLA FFI target {caller.target!r}; vmap_method {caller.vmap_method!r}.")
     function.__doc__ = "\n".join(lines)
-    function.__wrapped__ = None  # type: ignore[attr-defined]
-    del function.__wrapped__
+    function.__module__ = __name__
     return function
 
 
