@@ -2,8 +2,8 @@
 
 At import this module walks the built-in table, binds each row to a C handler
 of ``libopforge_xla.so`` (``adapters/xla.c``), registers it with XLA as the FFI
-target ``opforge.<op>`` for the CPU platform (and for CUDA when libopforge
-has usable CUDA devices), and defines one function per row, named after it::
+target ``opforge.<op>`` for the CPU and CUDA platforms (the CUDA handler runs
+the row's CUDA kernel on XLA's stream), and defines one function per row, named after it::
 
     relu(x)              scale(x, *, alpha=1.0)          add(a, b)
     dense(x, w, b=None, *, activation='none')            dense_grad(dy, x, w, y=None, *, activation='none')
@@ -96,7 +96,11 @@ def target_name(table: OpTable, op: OpDef) -> str:
 
 
 def _cuda_wanted() -> bool:
-    return int(lib.opf_cuda_device_count()) > 0 and os.environ.get("OPFORGE_JAX_NO_CUDA") != "1"
+    """Register CUDA targets too (every row: one without a CUDA kernel, or a
+    libopforge built without CUDA, then fails with a message naming the op
+    rather than XLA's "no implementation" error). Registrations for a platform
+    jax has no plugin for just wait in jaxlib's queue."""
+    return os.environ.get("OPFORGE_JAX_NO_CUDA") != "1"
 
 
 def _register(table: OpTable, op: OpDef, label: str) -> str:
@@ -112,7 +116,7 @@ def _register(table: OpTable, op: OpDef, label: str) -> str:
                 )
             return name
         platforms = [(_CPU, "cpu")]
-        if _cuda_wanted() and op.cdata.compute_cuda != ffi.NULL:
+        if _cuda_wanted():
             platforms.append((_CUDA, "CUDA"))
         for platform, xla_platform in platforms:
             handler = _adapter.opf_xla_handler(address, label.encode(), platform)

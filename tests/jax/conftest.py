@@ -37,6 +37,9 @@ else:
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    # The tests run on the CPU even where jax has a GPU (test_jax_cuda.py puts
+    # its arrays on the GPU explicitly).
+    jax.config.update("jax_default_device", jax.devices("cpu")[0])
 
     import opforge  # noqa: E402
 
