@@ -167,7 +167,7 @@ typedef struct opf_xla_arg {
 static double g_empty_storage;
 
 static XLA_FFI_Error *opf_xla_view(const XLA_FFI_CallFrame *frame, const char *label, const char *what,
-                                   const char *name, const uint32_t op_dtypes, const XLA_FFI_Buffer *buffer,
+                                   const char *name, uint32_t op_dtypes, const XLA_FFI_Buffer *buffer,
                                    int32_t device_type, int32_t device_id, opf_xla_arg *arg) {
     opf_dtype dtype = opf_xla_dtype(buffer->dtype);
     if (dtype == OPF_DTYPE_INVALID || ((dtype == OPF_F32 ? OPF_DTYPES_F32 : OPF_DTYPES_F64) & op_dtypes) == 0) {

@@ -5,6 +5,7 @@
   jitted ``jax.nn.relu``, one call per program, and 10 calls in a
   ``lax.fori_loop`` in one program (the steady state: no fresh output
   buffers).
+- the cost of one call on 1000 elements, eager and jitted;
 - dense + bias + relu, float32: a jitted ``opforge.jax.dense(..., activation=
   "relu")`` vs jitted ``jax.nn.relu(x @ w + b)`` at a few sizes.
 
@@ -77,6 +78,16 @@ def bench_dense(n: int, k: int, m: int, device: Any, repeats: int) -> None:
           f"ratio builtin/opforge {t_builtin / t_ours:5.2f}")  # fmt: skip
 
 
+def bench_call_overhead(device: Any, repeats: int) -> None:
+    """Per-call cost on 1000 elements, eager and jitted (dispatch dominates)."""
+    x = jax.device_put(jnp.ones(1000, jnp.float32), device)
+    cases = [("eager", oj.relu, jax.nn.relu), ("jit", jax.jit(oj.relu), jax.jit(jax.nn.relu))]
+    for label, ours, builtin in cases:
+        t_ours, t_builtin = (median_seconds(f, (x,), repeats * 15) for f in (ours, builtin))
+        print(f"relu 1000 f32 {label:>5} call   opforge {t_ours * 1e6:8.1f} us   jax.nn.relu {t_builtin * 1e6:8.1f} us   "
+              f"ratio builtin/opforge {t_builtin / t_ours:5.2f}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -86,6 +97,7 @@ def main() -> None:
     info = opforge.info()
     print(f"opforge {info['version']} (isa {info['isa']}, {info['num_threads']} threads), jax {jax.__version__}, "
           f"device {device}, XLA FFI API {oj.ffi_api_version()}\n")  # fmt: skip
+    bench_call_overhead(device, args.repeats)
     for n in (8 * 2**20, 16 * 2**20):
         bench_relu(n, device, args.repeats)
     for n, k, m in [(256, 256, 512), (1024, 1024, 1024), (2048, 2048, 2048)]:
