@@ -152,3 +152,11 @@ def test_shard_map_over_two_devices_matches_unsharded() -> None:
 
     expected = jax.grad(lambda w: jnp.sum(oj.dense(x, w, b, activation="relu")))(w)
     np.testing.assert_allclose(np.asarray(jax.jit(jax.grad(loss))(w)), np.asarray(expected), rtol=1e-5, atol=1e-5)
+
+
+def test_vmap_methods_follow_the_elementwise_flag() -> None:
+    x = jnp.ones((4, 3, 2))
+    elementwise = str(jax.make_jaxpr(jax.vmap(oj.relu))(x))
+    assert elementwise.count("ffi_call") == 1 and "scan" not in elementwise  # one call on the whole batch
+    dense = str(jax.make_jaxpr(jax.vmap(lambda v: oj.dense(v, v.T)))(x))
+    assert "scan" in dense  # sequential: one call per batch element
