@@ -41,7 +41,8 @@ since elementwise rows such as add take same-shape inputs). Other rows use
 ``"sequential"``: the table says nothing about how a batch axis maps through
 their shape rule (dense is rank-2 only), so vmap runs one call per batch
 element in a loop inside the compiled program (correct for any row, not
-fast).
+fast). A shape rule cannot justify folding the batch into a dimension: it
+does not say that the rows are independent.
 """
 
 from __future__ import annotations
