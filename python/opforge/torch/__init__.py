@@ -76,7 +76,8 @@ def _fake_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
     def fail(text: str) -> None:
         raise RuntimeError(f"{label}: {text}")
 
-    def fake(*inputs: Optional[torch.Tensor], **attrs: Any) -> Any:
+    def fake(*given: Optional[torch.Tensor], **attrs: Any) -> Any:
+        inputs = given + (None,) * (len(names) - len(given))  # the dispatcher drops trailing defaults
         present = [t for t in inputs if t is not None]
         for name, t in zip(names, inputs):
             if t is None:
