@@ -76,6 +76,11 @@ extern AOTITorchError torch_string_length(StringHandle s, size_t *ret);
 extern AOTITorchError torch_string_c_str(StringHandle s, const char **ret);
 extern AOTITorchError torch_delete_string(StringHandle s);
 extern int32_t aoti_torch_device_type_cpu(void);
+extern int32_t aoti_torch_device_type_cuda(void);
+extern int32_t aoti_torch_device_type_meta(void);
+typedef struct DeviceGuardOpaque *DeviceGuardHandle;
+extern AOTITorchError aoti_torch_create_device_guard(int32_t device_index, DeviceGuardHandle *ret);
+extern AOTITorchError aoti_torch_delete_device_guard(DeviceGuardHandle guard);
 extern int32_t aoti_torch_dtype_float32(void);
 extern int32_t aoti_torch_dtype_float64(void);
 extern int32_t aoti_torch_dtype_float16(void);
@@ -115,9 +120,12 @@ typedef struct slot {
 static slot slots[MAX_SLOTS];
 static int num_slots;
 
-/* dtype codes, looked up once (they are functions in the ABI) */
-static int32_t dtype_f32, dtype_f64, device_cpu;
+/* dtype and device codes, looked up once (they are functions in the ABI) */
+static int32_t dtype_f32, dtype_f64, device_cpu, device_cuda;
 static AOTITorchError (*delete_stable_ivalue)(StableIValue *); /* torch >= 2.13, else free() */
+/* In libtorch_cuda, present only in a CUDA build of torch: looked up at run
+ * time, so that the CPU path never depends on it. */
+static AOTITorchError (*get_current_cuda_stream)(int32_t device_index, void **stream);
 
 typedef struct dtype_name {
     int32_t (*code)(void);
@@ -150,6 +158,7 @@ typedef struct call {
     AtenTensorHandle in[OPF_MAX_ARGS];
     AtenTensorHandle out[OPF_MAX_ARGS];
     StringHandle strings[OPF_MAX_ATTRS];
+    DeviceGuardHandle guard; /* CUDA calls: the inputs' device is current */
 } call;
 
 static void release(call *c) {
@@ -180,22 +189,46 @@ static double bits_to_double(StableIValue v) {
     return d;
 }
 
-/* Reads input i (a handle already owned by c->in[i]) into t. */
-static bool read_input(const slot *s, call *c, int i, opf_tensor *t) {
+/* "cpu", "cuda:1", ... */
+static const char *device_label(int32_t type, int32_t index, char *buf, size_t cap) {
+    if (type == device_cpu) {
+        snprintf(buf, cap, "cpu");
+    } else if (type == aoti_torch_device_type_meta()) {
+        snprintf(buf, cap, "meta");
+    } else {
+        snprintf(buf, cap, "%s:%d", type == device_cuda ? "cuda" : "device", (int)index);
+    }
+    return buf;
+}
+
+/* Reads input i (a handle already owned by c->in[i]) into t. The first
+ * present input fixes the call's device (*device_type, *device_index < -1:
+ * not yet); every other one must be on the same device. */
+static bool read_input(const slot *s, call *c, int i, opf_tensor *t, int32_t *device_type, int32_t *device_index) {
     const opf_op_def *op = s->op;
     AtenTensorHandle h = c->in[i];
-    int32_t dtype = 0, device_type = 0;
+    int32_t dtype = 0, type = 0, index = 0;
     int64_t ndim = 0, *sizes = NULL, *strides = NULL;
     void *data = NULL;
-    if (aoti_torch_get_dtype(h, &dtype) || aoti_torch_get_device_type(h, &device_type) ||
-        aoti_torch_get_dim(h, &ndim) || aoti_torch_get_sizes(h, &sizes) || aoti_torch_get_strides(h, &strides) ||
-        aoti_torch_get_data_ptr(h, &data)) {
+    if (aoti_torch_get_dtype(h, &dtype) || aoti_torch_get_device_type(h, &type) ||
+        aoti_torch_get_device_index(h, &index) || aoti_torch_get_dim(h, &ndim) || aoti_torch_get_sizes(h, &sizes) ||
+        aoti_torch_get_strides(h, &strides) || aoti_torch_get_data_ptr(h, &data)) {
         snprintf(message, sizeof message, "%s: cannot read tensor %s", s->label, op->inputs[i].name);
         return false;
     }
-    if (device_type != device_cpu) {
-        snprintf(message, sizeof message, "%s: %s is not on the CPU, expected every tensor on the CPU", s->label,
-                 op->inputs[i].name);
+    char here[32], there[32];
+    if (*device_index < -1) {
+        if (type != device_cpu && !(type == device_cuda && op->compute_cuda)) {
+            snprintf(message, sizeof message, "%s: %s is on %s; expected a CPU%s tensor", s->label, op->inputs[i].name,
+                     device_label(type, index, here, sizeof here), op->compute_cuda ? " or CUDA" : "");
+            return false;
+        }
+        *device_type = type;
+        *device_index = index;
+    } else if (type != *device_type || index != *device_index) {
+        snprintf(message, sizeof message, "%s: %s is on %s, expected %s like the other tensors", s->label,
+                 op->inputs[i].name, device_label(type, index, here, sizeof here),
+                 device_label(*device_type, *device_index, there, sizeof there));
         return false;
     }
     opf_dtype code = dtype == dtype_f32 ? OPF_F32 : dtype == dtype_f64 ? OPF_F64 : OPF_DTYPE_INVALID;
@@ -214,8 +247,8 @@ static bool read_input(const slot *s, call *c, int i, opf_tensor *t) {
         return false;
     }
     t->data = data;
-    t->device.type = OPF_DEVICE_CPU;
-    t->device.id = 0; /* torch says -1 for the CPU */
+    t->device.type = type == device_cuda ? OPF_DEVICE_CUDA : OPF_DEVICE_CPU;
+    t->device.id = type == device_cuda ? index : 0; /* torch says -1 for the CPU */
     t->ndim = (int32_t)ndim;
     t->dtype = code;
     t->shape = sizes;
@@ -311,14 +344,15 @@ static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uin
     opf_tensor in_tensors[OPF_MAX_ARGS], out_tensors[OPF_MAX_ARGS];
     const opf_tensor *inputs[OPF_MAX_ARGS], *outputs[OPF_MAX_ARGS];
     opf_attr_value attrs[OPF_MAX_ATTRS];
-    int32_t device_index = -1;
+    int32_t device_type = 0, device_index = -2; /* -2: not yet known */
     opf_dtype dtype = OPF_DTYPE_INVALID;
     int32_t torch_dtype = 0;
     for (int i = 0; i < op->num_inputs; ++i) {
         inputs[i] = NULL;
-        if (!c.in[i])
+        if (!c.in[i]) {
             continue; /* an absent optional input */
-        if (!read_input(s, &c, i, &in_tensors[i])) {
+        }
+        if (!read_input(s, &c, i, &in_tensors[i], &device_type, &device_index)) {
             fail(&c);
             return;
         }
@@ -326,8 +360,23 @@ static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uin
         if (dtype == OPF_DTYPE_INVALID) {
             dtype = in_tensors[i].dtype;
             torch_dtype = dtype == OPF_F32 ? dtype_f32 : dtype_f64;
-            aoti_torch_get_device_index(c.in[i], &device_index);
         }
+    }
+    bool on_cuda = device_index >= -1 && device_type == device_cuda;
+    void *stream = NULL;
+    if (on_cuda) {
+        /* The inputs' device current while we allocate and launch (a tensor
+         * on cuda:1 while cuda:0 is current), and torch's stream on it. */
+        if (!get_current_cuda_stream || aoti_torch_create_device_guard(device_index, &c.guard) ||
+            get_current_cuda_stream(device_index, &stream)) {
+            snprintf(message, sizeof message, "%s: cannot get the current CUDA stream of device %d", s->label,
+                     (int)device_index);
+            fail(&c);
+            return;
+        }
+    } else {
+        device_type = device_cpu;
+        device_index = -1;
     }
     for (int a = 0; a < op->num_attrs; ++a) {
         if (!read_attr(s, &c, a, stack[op->num_inputs + a], &attrs[a])) {
@@ -349,7 +398,7 @@ static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uin
             stride *= shape[d] > 1 ? shape[d] : 1;
         }
         void *data = NULL;
-        if (aoti_torch_empty_strided(ndim, shape, strides, torch_dtype, device_cpu, device_index, &c.out[o]) ||
+        if (aoti_torch_empty_strided(ndim, shape, strides, torch_dtype, device_type, device_index, &c.out[o]) ||
             aoti_torch_get_data_ptr(c.out[o], &data)) {
             snprintf(message, sizeof message, "%s: cannot allocate output %s", s->label, op->outputs[o].name);
             fail(&c);
@@ -360,9 +409,15 @@ static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uin
         aoti_torch_get_strides(c.out[o], &got_strides);
         out_tensors[o] = opf_tensor_make(data, dtype, ndim, sizes);
         out_tensors[o].strides = got_strides;
+        if (on_cuda) {
+            out_tensors[o].device.type = OPF_DEVICE_CUDA;
+            out_tensors[o].device.id = device_index;
+        }
         outputs[o] = &out_tensors[o];
     }
-    if (opf_op_run(op, inputs, outputs, attrs) != OPF_OK) {
+    opf_status status =
+        on_cuda ? opf_op_run_cuda(op, inputs, outputs, attrs, stream) : opf_op_run(op, inputs, outputs, attrs);
+    if (status != OPF_OK) {
         library_message(s);
         fail(&c);
         return;
@@ -486,8 +541,14 @@ static void init_once(void) {
     dtype_f32 = aoti_torch_dtype_float32();
     dtype_f64 = aoti_torch_dtype_float64();
     device_cpu = aoti_torch_device_type_cpu();
+    device_cuda = aoti_torch_device_type_cuda();
     /* Only in torch >= 2.13: looked up, so that this library loads on 2.10+. */
     *(void **)&delete_stable_ivalue = dlsym(RTLD_DEFAULT, "torch_delete_stable_ivalue");
+    /* libtorch_cuda is loaded (RTLD_LOCAL) by `import torch` when torch is a
+     * CUDA build: find it without loading it. */
+    void *torch_cuda = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (torch_cuda)
+        *(void **)&get_current_cuda_stream = dlsym(torch_cuda, "aoti_torch_get_current_cuda_stream");
     done = true;
 }
 
@@ -507,9 +568,14 @@ int opforge_torch_register(const opf_op_table *table) {
                  (long long)table->num_ops, MAX_SLOTS - num_slots);
         return -1;
     }
-    TorchLibraryHandle def = NULL, impl = NULL;
+    bool any_cuda = false;
+    for (int64_t r = 0; r < table->num_ops; ++r)
+        any_cuda = any_cuda || table->ops[r]->compute_cuda;
+    TorchLibraryHandle def = NULL, impl = NULL, impl_cuda = NULL;
     if (aoti_torch_library_init_def(table->name, __FILE__, __LINE__, &def) ||
-        aoti_torch_library_init_impl(table->name, "CPU", __FILE__, __LINE__, &impl)) {
+        aoti_torch_library_init_impl(table->name, "CPU", __FILE__, __LINE__, &impl) ||
+        (any_cuda && get_current_cuda_stream &&
+         aoti_torch_library_init_impl(table->name, "CUDA", __FILE__, __LINE__, &impl_cuda))) {
         snprintf(register_error, sizeof register_error, "cannot create the torch library for namespace %s",
                  table->name);
         return -1;
@@ -532,6 +598,13 @@ int opforge_torch_register(const opf_op_table *table) {
         snprintf(s->label, sizeof s->label, "%s::%s", table->name, op->name);
         if (torch_library_impl(impl, op->name, trampolines[num_slots], TORCH_ABI_2_10)) {
             snprintf(register_error, sizeof register_error, "%s: cannot register its CPU kernel", s->label);
+            return -1;
+        }
+        /* The same trampoline serves the CUDA key: the kernel goes by the
+         * inputs' device. */
+        if (impl_cuda && op->compute_cuda &&
+            torch_library_impl(impl_cuda, op->name, trampolines[num_slots], TORCH_ABI_2_10)) {
+            snprintf(register_error, sizeof register_error, "%s: cannot register its CUDA kernel", s->label);
             return -1;
         }
         ++num_slots;

@@ -104,3 +104,13 @@ def test_errors_from_other_threads() -> None:
     with ThreadPoolExecutor(4) as pool:
         messages = list(pool.map(bad, range(64)))
     assert all("opforge::add: shape mismatch" in m for m in messages)
+
+
+def test_c_kernel_checks_devices() -> None:
+    """The CPU kernel itself refuses tensors of another device (called here
+    directly below the dispatcher, as a mixed-device call would reach it)."""
+    cpu_only = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+    with raises(r"opforge::add: b is on meta, expected cpu like the other tensors"):
+        ops.add.default.redispatch(cpu_only, torch.ones(3), torch.ones(3, device="meta"))
+    with raises(r"opforge::relu: x is on meta; expected a CPU"):
+        ops.relu.default.redispatch(cpu_only, torch.ones(3, device="meta"))
