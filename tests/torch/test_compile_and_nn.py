@@ -67,6 +67,21 @@ def test_relu_module_in_place() -> None:
     y = onn.ReLU(inplace=True)(x)
     assert y is x and torch.equal(x, expected)
     assert repr(onn.ReLU(inplace=True)) == "ReLU(inplace=True)"
+    tracked = torch.randn(6, requires_grad=True) * 1.0
+    out = onn.ReLU(inplace=True)(tracked)  # relu_ has no gradient: out of place
+    out.sum().backward()
+    torch.testing.assert_close(out, torch.relu(tracked))
+
+
+def test_compile_with_in_place_relu() -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(onn.Dense(4, 8), onn.ReLU(inplace=True), onn.Dense(8, 2))
+    x = torch.randn(3, 4)
+    compiled = torch.compile(model, fullgraph=True)
+    torch.testing.assert_close(compiled(x), model(x))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
 
 
 def test_compile_fullgraph_matches_eager() -> None:

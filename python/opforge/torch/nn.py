@@ -14,15 +14,19 @@ _ops = torch.ops.opforge
 
 
 class ReLU(nn.Module):
-    """``max(x, 0)`` elementwise, like ``torch.nn.ReLU`` (``inplace=True``
-    overwrites the input with ``opforge::relu_``)."""
+    """``max(x, 0)`` elementwise, like ``torch.nn.ReLU``.
+
+    ``inplace=True`` overwrites the input with ``opforge::relu_`` when autograd
+    does not track it; ``relu_`` has no gradient, so a tensor that requires grad
+    (in grad mode) goes through the out-of-place ``relu`` instead, and the
+    module stays usable in training."""
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.inplace:
+        if self.inplace and not (x.requires_grad and torch.is_grad_enabled()):
             _ops.relu_(x)
             return x
         return _ops.relu(x)
