@@ -5,8 +5,9 @@
 
 Per-call time (median of repeats) of
   - torch.ops.opforge.relu vs torch.relu on 8 elements: in the default mode
-    (autograd kernel in the path), and under torch.inference_mode() (the C
-    kernel alone, as any call is when autograd is excluded);
+    and under torch.no_grad() (the Python autograd kernel is in the path either
+    way), and under torch.inference_mode() (the C kernel alone: the dispatcher
+    skips the Autograd key);
   - the same on 16M float32 elements (memory bound);
   - torch.ops.opforge.dense(x, w, b[, relu]) vs F.linear(x, w.T, b)[+relu], at
     a small and a large size.
@@ -63,6 +64,8 @@ def main() -> None:
     print(f"{'case':<44} {'opforge':>13} {'torch':>13} {'ratio':>8}")
     tiny = torch.randn(8)
     row("relu, 8 elements", per_call(lambda: ops.relu(tiny)), per_call(lambda: torch.relu(tiny)))
+    with torch.no_grad():
+        row("relu, 8 elements, no_grad", per_call(lambda: ops.relu(tiny)), per_call(lambda: torch.relu(tiny)))
     with torch.inference_mode():
         t = torch.randn(8)
         row("relu, 8 elements, inference_mode", per_call(lambda: ops.relu(t)), per_call(lambda: torch.relu(t)))
