@@ -330,9 +330,6 @@ static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uin
         if (k < num_args && op->attrs[a].type == OPF_ATTR_ENUM)
             c.strings[a] = (StringHandle)(uintptr_t)stack[k];
     }
-    int num_mutated = 0;
-    for (int i = 0; i < op->num_inputs; ++i)
-        num_mutated += (op->inputs[i].flags & OPF_ARG_MUTATED) != 0;
     if (num_args != (uint64_t)s->stack_inputs || num_outputs != (uint64_t)op->num_outputs) {
         snprintf(message, sizeof message, "%s: called with %llu arguments and %llu outputs, expected %d and %d",
                  s->label, (unsigned long long)num_args, (unsigned long long)num_outputs, s->stack_inputs,
