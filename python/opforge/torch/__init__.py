@@ -1,0 +1,327 @@
+"""opforge's ops as PyTorch operators: ``torch.ops.opforge.<op>``.
+
+Importing this module loads ``libopforge_torch.so`` (``torch.ops.load_library``),
+whose C code registers every row of the op table with the dispatcher: a schema
+and a boxed CPU kernel each. This module then adds, from the same table and
+without naming any op:
+
+- a fake (meta) kernel per op, from the row's dtypes, shape checks and shape
+  rules, so that ``torch.compile`` and ``torch.export`` trace through the ops;
+- an autograd formula per differentiable op, from the row's gradient rules:
+  backward runs the gradient ops of the table (themselves registered ops).
+
+The ops are then ``torch.ops.opforge.relu(x)``, ``torch.ops.opforge.dense(x, w,
+b, activation="relu")`` ... and, as plain functions, ``opforge.torch.relu`` etc.
+(a mutating op such as ``relu_`` returns its mutated input here; the
+operator itself returns nothing). ``load_ops(path)`` does the same for a
+user's own library of ops (``OPF_EXPORT_OP_TABLE``), as ``torch.ops.<its table
+name>``. ``opforge.torch.nn`` holds ``torch.nn``-style modules.
+
+Errors are ``RuntimeError`` naming the op, the argument and what was expected.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any, Callable, Optional, Sequence, Union
+
+import torch
+
+import opforge
+
+from .._capi import ffi
+from .._table import OpDef, OpTable, builtin_table, load_table
+
+__all__ = ["load_ops", "register_table", "library_path"]  # + one function per built-in op
+
+
+def library_path() -> str:
+    """Path of the adapter library (the bundled one)."""
+    return opforge.get_adapter_library("torch")
+
+
+def _load_adapter() -> ctypes.CDLL:
+    path = library_path()
+    torch.ops.load_library(path)
+    adapter = ctypes.CDLL(path)
+    adapter.opforge_torch_register.argtypes = [ctypes.c_void_p]
+    adapter.opforge_torch_register.restype = ctypes.c_int
+    adapter.opforge_torch_last_error.restype = ctypes.c_char_p
+    return adapter
+
+
+_ADAPTER = _load_adapter()
+_REGISTERED: dict[str, OpTable] = {}  # by namespace; keeps user libraries loaded
+
+
+# --------------------------------------------------------------------------
+# Fake kernels (shapes, dtypes, devices) from the table
+# --------------------------------------------------------------------------
+
+
+def _dims(t: torch.Tensor) -> str:
+    return "[" + ",".join(str(d) for d in t.shape) + "]"
+
+
+def _dtype_list(op: OpDef) -> str:
+    return " or ".join(op.dtypes)
+
+
+def _fake_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
+    label = f"{namespace}::{op.name}"
+    dtypes = tuple(getattr(torch, name) for name in op.dtypes)
+    names = [arg.name for arg in op.inputs]
+
+    def fail(text: str) -> None:
+        raise RuntimeError(f"{label}: {text}")
+
+    def fake(*given: Optional[torch.Tensor], **attrs: Any) -> Any:
+        inputs = given + (None,) * (len(names) - len(given))  # the dispatcher drops trailing defaults
+        present = [t for t in inputs if t is not None]
+        for name, t in zip(names, inputs):
+            if t is None:
+                continue
+            if t.dtype not in dtypes:
+                fail(f"{name} has dtype {str(t.dtype).removeprefix('torch.')}; expected {_dtype_list(op)}")
+            if t.dtype != present[0].dtype:
+                fail(f"dtype mismatch: {name} is {str(t.dtype).removeprefix('torch.')}, expected "
+                     f"{str(present[0].dtype).removeprefix('torch.')} like the other arguments")  # fmt: skip
+            if t.device != present[0].device:
+                fail(f"{name} is on {t.device}, expected {present[0].device} like the other arguments")
+        for check in op.checks:
+            a = inputs[check.a]
+            b = inputs[check.b] if check.kind != "rank" else None
+            if a is None or (check.kind != "rank" and b is None):
+                continue
+            if check.kind == "rank":
+                if a.dim() != check.rank:
+                    fail(f"{names[check.a]} must have rank {check.rank}, got rank {a.dim()} ({_dims(a)})")
+            elif check.kind == "same_shape":
+                assert b is not None
+                if a.dim() != b.dim():
+                    fail(f"shape mismatch: {names[check.a]} is {_dims(a)}, {names[check.b]} is {_dims(b)}")
+                for da, db in zip(a.shape, b.shape):
+                    torch._check(
+                        da == db,
+                        lambda: f"{label}: shape mismatch: {names[check.a]} is {_dims(a)}, {names[check.b]} is {_dims(b)}",
+                    )
+            else:
+                assert b is not None
+                if not (-a.dim() <= check.a_dim < a.dim() and -b.dim() <= check.b_dim < b.dim()):
+                    continue  # a rank check of the row reports it
+                torch._check(
+                    a.shape[check.a_dim] == b.shape[check.b_dim],
+                    lambda: f"{label}: shape mismatch: dim {check.a_dim} of {names[check.a]} ({_dims(a)}) != "
+                    f"dim {check.b_dim} of {names[check.b]} ({_dims(b)})",
+                )
+        outputs = []
+        for rule in op.output_shapes:
+            if rule.kind == "like":
+                like = inputs[rule.like]
+                assert like is not None
+                shape = list(like.shape)
+            else:
+                shape = []
+                for ref in rule.dims:
+                    source = inputs[ref.input]
+                    assert source is not None
+                    shape.append(source.shape[ref.dim])
+            outputs.append(present[0].new_empty(shape))
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    fake.__name__ = f"{op.name}_fake"
+    return fake
+
+
+# --------------------------------------------------------------------------
+# Autograd from the table's gradient rules
+# --------------------------------------------------------------------------
+
+
+_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+_BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
+_grad_enabled = torch._C.is_grad_enabled
+_any_requires_grad = torch._C._any_requires_grad
+
+
+def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[..., Any]:
+    """The Autograd-key kernel of a differentiable row.
+
+    When grad mode is off or no input requires grad, it redispatches straight
+    to the backend kernel (the C one): this is the common path, kept to a few
+    Python operations. Otherwise it runs an ``autograd.Function`` whose backward
+    follows the row's gradient rules, calling the table's gradient ops (which
+    are registered operators themselves, so a second derivative works where
+    they are differentiable). This does what ``torch.library.register_autograd``
+    does, at about half its per-call cost.
+    """
+    handle = getattr(getattr(torch.ops, namespace), op.name).default._handle
+    num_inputs = len(op.inputs)
+    attr_names = {attr.name for attr in op.attrs}
+    rules = []
+    for rule in op.grads:
+        grad_op = None if rule.op is None else table.find(rule.op)
+        grad_fn = None if grad_op is None else getattr(getattr(torch.ops, namespace), grad_op.name).default
+        grad_attrs = () if grad_op is None else tuple(a.name for a in grad_op.attrs if a.name in attr_names)
+        rules.append((grad_fn, grad_attrs, rule.sources, rule.produces))
+
+    def gradients(
+        inputs: Sequence[Optional[torch.Tensor]],
+        outputs: Sequence[torch.Tensor],
+        attrs: dict[str, Any],
+        grads: Sequence[Optional[torch.Tensor]],
+        needs: Sequence[bool],
+    ) -> list[Optional[torch.Tensor]]:
+        result: list[Optional[torch.Tensor]] = [None] * num_inputs
+        for grad_fn, grad_attrs, sources, produces in rules:
+            if not any(0 <= p < num_inputs and needs[p] for p in produces):
+                continue
+            args: list[Optional[torch.Tensor]] = []
+            for source in sources:
+                if source.kind == "input":
+                    args.append(inputs[source.index])
+                elif source.kind == "output":
+                    args.append(outputs[source.index])
+                elif source.kind == "grad":
+                    g = grads[source.index]
+                    args.append(torch.zeros_like(outputs[source.index]) if g is None else g)
+                else:
+                    args.append(None)
+            if grad_fn is None:
+                values: Sequence[Optional[torch.Tensor]] = (args[0],)
+            else:
+                value = grad_fn(*args, **{name: attrs[name] for name in grad_attrs if name in attrs})
+                values = value if isinstance(value, (tuple, list)) else (value,)
+            for j, target in enumerate(produces):
+                if 0 <= target < num_inputs and inputs[target] is not None and needs[target]:
+                    g = values[j]
+                    result[target] = g if result[target] is None else result[target] + g
+        return result
+
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, keyset: Any, attrs: dict[str, Any], *args: Any) -> Any:  # type: ignore[override]
+            with _BELOW_AUTOGRAD():
+                output = handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
+            outputs = output if isinstance(output, tuple) else (output,)
+            inputs = tuple(args) + (None,) * (num_inputs - len(args))  # trailing defaults dropped
+            ctx.save_for_backward(*inputs, *outputs)
+            ctx.attrs = attrs
+            return output
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
+            saved = ctx.saved_tensors
+            needs = tuple(ctx.needs_input_grad[2:]) + (False,) * num_inputs
+            result = gradients(saved[:num_inputs], saved[num_inputs:], ctx.attrs, grads, needs)
+            return (None, None, *result[: len(ctx.needs_input_grad) - 2])
+
+    Function.__name__ = f"{namespace}_{op.name}_Function"
+
+    def kernel(keyset: Any, *args: Any, **attrs: Any) -> Any:
+        if _grad_enabled() and _any_requires_grad(*args):
+            return Function.apply(keyset, attrs, *args)
+        with _BELOW_AUTOGRAD():
+            return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
+
+    kernel.__name__ = f"{op.name}_autograd"
+    return kernel
+
+
+def _refuse_grad_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
+    """Autograd kernel of an op that mutates inputs and has no gradient rule:
+    it refuses a mutated input that requires grad (with grad mode on), as
+    torch refuses an in-place op on a leaf that requires grad; otherwise it
+    runs the op below autograd."""
+    handle = getattr(getattr(torch.ops, namespace), op.name).default._handle
+    mutated = [(i, arg.name) for i, arg in enumerate(op.inputs) if arg.mutated]
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if torch.is_grad_enabled():
+            for i, name in mutated:
+                value = args[i] if i < len(args) else kwargs.get(name)
+                if isinstance(value, torch.Tensor) and value.requires_grad:
+                    raise RuntimeError(
+                        f"{namespace}::{op.name}: {name} requires grad; this in-place op has no gradient "
+                        "(use the out-of-place op, or run it under torch.no_grad())"
+                    )
+        with _BELOW_AUTOGRAD():
+            return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **kwargs)
+
+    return kernel
+
+
+# --------------------------------------------------------------------------
+# Registration
+# --------------------------------------------------------------------------
+
+_LIBRARIES: list[torch.library.Library] = []  # kept alive: they hold registrations
+
+
+def register_table(table: OpTable) -> Any:
+    """Registers every row of ``table`` with PyTorch (once per namespace) and
+    returns ``torch.ops.<table.name>``."""
+    namespace = table.name
+    if namespace in _REGISTERED:
+        if _REGISTERED[namespace].cdata != table.cdata:
+            raise RuntimeError(f"opforge.torch: a different table named {namespace!r} is already registered")
+        return getattr(torch.ops, namespace)
+    pointer = int(ffi.cast("uintptr_t", table.cdata))
+    if _ADAPTER.opforge_torch_register(pointer) != 0:
+        message = (_ADAPTER.opforge_torch_last_error() or b"").decode("utf-8", "replace")
+        raise RuntimeError(f"opforge.torch: cannot register table {namespace!r}: {message}")
+    _REGISTERED[namespace] = table
+    for op in table.ops:
+        qualname = f"{namespace}::{op.name}"
+        torch.library.register_fake(qualname, _fake_kernel(namespace, op))
+        kernel = None
+        if any(arg.mutated for arg in op.inputs):
+            kernel = _refuse_grad_kernel(namespace, op)
+        elif op.grads:
+            kernel = _autograd_kernel(namespace, op, table)
+        if kernel is not None:
+            library = torch.library.Library(namespace, "IMPL")
+            library.impl(op.name, kernel, "Autograd", with_keyset=True)
+            _LIBRARIES.append(library)
+    return getattr(torch.ops, namespace)
+
+
+def _function(packet: Any, op: OpDef) -> Callable[..., Any]:
+    """The Python function of an op: the operator itself, except that a
+    mutating op returns its mutated input(s), as ``torch.relu_`` does."""
+    mutated = [i for i, arg in enumerate(op.inputs) if arg.mutated]
+    if not mutated:
+        return packet
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        packet(*args, **kwargs)
+        names = [op.inputs[i].name for i in mutated]
+        values = [args[i] if i < len(args) else kwargs[name] for i, name in zip(mutated, names)]
+        return values[0] if len(values) == 1 else tuple(values)
+
+    call.__name__ = call.__qualname__ = op.name
+    call.__doc__ = op.doc
+    return call
+
+
+def load_ops(path: Union[str, os.PathLike[str]]) -> Any:
+    """Loads a user library exporting an op table (``OPF_EXPORT_OP_TABLE``),
+    registers its ops and returns ``torch.ops.<table name>``."""
+    return register_table(load_table(path))
+
+
+_BUILTINS = builtin_table()
+ops = register_table(_BUILTINS)
+for _op in _BUILTINS.ops:
+    if _op.name in globals():
+        raise ImportError(f"opforge.torch: op name {_op.name!r} clashes with a name of the module")
+    globals()[_op.name] = _function(getattr(ops, _op.name), _op)
+    __all__.append(_op.name)
+del _op
+
+from . import nn  # noqa: E402  (uses the ops above)
+
+__all__ += ["nn", "ops"]
