@@ -195,6 +195,18 @@ def _make_gradient(
     return gradient
 
 
+def _no_gradient(
+    op: OpDef, functions: dict[str, Callable[..., Any]], table: OpTable
+) -> Callable[..., list[Optional[tf.Tensor]]]:
+    """A row without gradient rules: differentiating through it is an error
+    (TensorFlow's eager tape would otherwise return None, a silent zero)."""
+
+    def gradient(tf_op: tf.Operation, *grads: Optional[tf.Tensor]) -> list[Optional[tf.Tensor]]:
+        raise LookupError(f"{table.name}.{op.name} (TensorFlow op {tf_op.type}) is not differentiable")
+
+    return gradient
+
+
 # --------------------------------------------------------------- tables
 
 
@@ -216,8 +228,8 @@ def _bind_table(
             raise ImportError(f"opforge.tensorflow: TensorFlow made no wrapper for op {tf_name}")
         functions[op.name] = _make_function(op, wrapper, tf_name, module_name)
     for op in ops:
-        if op.grads:
-            tf.RegisterGradient(tf_op_name(op, prefix))(_make_gradient(op, functions, table))
+        maker = _make_gradient if op.grads else _no_gradient
+        tf.RegisterGradient(tf_op_name(op, prefix))(maker(op, functions, table))
     _live_tables.append(table)
     return functions
 
