@@ -86,6 +86,16 @@ def _raw_functions(module: types.ModuleType) -> dict[str, Callable[..., Any]]:
 # --------------------------------------------------------------- Python functions
 
 
+def _not_for_autograph(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Marks ``function`` as one AutoGraph calls as is inside tf.function (it
+    has no source file to convert, and only calls an op)."""
+    try:
+        from tensorflow.python.autograph.impl.api import autograph_artifact
+    except ImportError:  # a TensorFlow that moved it: the public wrapper costs a call more
+        return tf.autograph.experimental.do_not_convert(function)
+    return autograph_artifact(function)
+
+
 def _make_function(op: OpDef, raw: Callable[..., Any], tf_name: str, module: str) -> Callable[..., Any]:
     """``def <op>(<inputs>, <attrs>=<defaults>, name=None)`` calling ``raw``.
 
@@ -121,7 +131,7 @@ def _make_function(op: OpDef, raw: Callable[..., Any], tf_name: str, module: str
     function.__doc__ = _docstring(op, tf_name)
     function.opdef = op
     function.tf_op_name = tf_name
-    return function
+    return _not_for_autograph(function)
 
 
 def _docstring(op: OpDef, tf_name: str) -> str:
@@ -237,7 +247,7 @@ def _bind_table(
 def _wrappers_module(table: OpTable, prefix: str) -> types.ModuleType:
     """Python wrappers for ops registered after load (what tf.load_op_library builds)."""
     from tensorflow.core.framework import op_def_pb2
-    from tensorflow.python import _pywrap_python_op_gen
+    from tensorflow.python.framework import _pywrap_python_op_gen
     from tensorflow.python.framework import op_def_registry
 
     op_list = op_def_pb2.OpList()
