@@ -76,10 +76,13 @@ def _registered(table: OpTable) -> list[OpDef]:
 
 def _raw_functions(module: types.ModuleType) -> dict[str, Callable[..., Any]]:
     """The generated wrappers of ``module`` by lower-case op name without '_'."""
+    from tensorflow.python.util import tf_decorator
+
     found = {}
     for attr, value in vars(module).items():
         if callable(value) and not attr.startswith("_") and not attr.endswith("_eager_fallback"):
-            found[attr.replace("_", "").lower()] = value
+            # Call the generated function itself, not its keyword-only export wrapper.
+            found[attr.replace("_", "").lower()] = tf_decorator.unwrap(value)[1]
     return found
 
 
