@@ -297,7 +297,8 @@ static void kernel_compute(void *opaque, TF_OpKernelContext *ctx) {
     const opf_tensor *inputs[OPF_MAX_ARGS] = {0}, *outputs[OPF_MAX_ARGS] = {0};
     if (!status)
         return;
-    TF_DataType type = TF_FLOAT;
+    /* The dtype of the T attr (every tensor argument has it). */
+    TF_DataType type = op->num_outputs > 0 ? TF_ExpectedOutputDataType(ctx, 0) : TF_FLOAT;
     for (int i = 0; i < op->num_inputs; ++i) {
         if (!state->present[i])
             continue;
@@ -314,8 +315,7 @@ static void kernel_compute(void *opaque, TF_OpKernelContext *ctx) {
         }
         for (int d = 0; d < ndim; ++d)
             in_dims[i][d] = TF_Dim(in_tf[i], d);
-        type = TF_TensorType(in_tf[i]);
-        in_views[i] = opf_tensor_make(TF_TensorData(in_tf[i]), dtype_of(type), ndim, in_dims[i]);
+        in_views[i] = opf_tensor_make(TF_TensorData(in_tf[i]), dtype_of(TF_TensorType(in_tf[i])), ndim, in_dims[i]);
         inputs[i] = &in_views[i];
     }
     for (int j = 0; j < op->num_outputs; ++j) {
