@@ -10,8 +10,9 @@
  *   - an op "<Prefix><CamelName>" with a type attr `T` over the row's dtypes,
  *     one input `name: T` per input (an optional input is a list
  *     `name: num_name * T` of 0 or 1 tensors), one output `name: T` per output
- *     (optional outputs are always computed), and one attr per table attr
- *     (float -> float, int -> int, enum -> string from the choices);
+ *     (an optional output has a bool attr `skip_name`: when set, the output
+ *     is zeros and the kernel does not compute it), and one attr per table
+ *     attr (float -> float, int -> int, enum -> string from the choices);
  *   - a shape function that runs the row's shape checks on the known dims
  *     and builds each output shape from the row's shape rule;
  *   - a CPU kernel per dtype that runs opf_op_run, turning every opforge
@@ -65,6 +66,7 @@ static char load_error[1024];
 typedef struct kernel_state {
     const opf_op_def *op;
     int32_t present[OPF_MAX_ARGS]; /* tensors in each input (0 or 1 for optional ones) */
+    bool skip[OPF_MAX_ARGS];       /* optional outputs not computed (zeros) */
     opf_attr_value attrs[OPF_MAX_ATTRS];
 } kernel_state;
 
@@ -99,6 +101,7 @@ static int append_camel(char *out, size_t n, const char *name) {
 }
 
 static int optional_input(const opf_op_def *op, int i) { return (op->inputs[i].flags & OPF_ARG_OPTIONAL) != 0; }
+static int optional_output(const opf_op_def *op, int j) { return (op->outputs[j].flags & OPF_ARG_OPTIONAL) != 0; }
 
 /* Flat index of table input i, given how many tensors each input holds. */
 static int flat_index(const opf_op_def *op, const int32_t *present, int i) {
@@ -244,6 +247,17 @@ static void *kernel_create(int index, TF_OpKernelConstruction *ctx) {
         }
         state->present[i] = (int32_t)count;
     }
+    for (int j = 0; j < op->num_outputs; ++j) {
+        if (!optional_output(op, j))
+            continue;
+        char name[MAX_NAME];
+        TF_Bool skip = 0;
+        snprintf(name, sizeof name, "skip_%s", op->outputs[j].name);
+        TF_OpKernelConstruction_GetAttrBool(ctx, name, &skip, status);
+        if (TF_GetCode(status) != TF_OK)
+            goto fail;
+        state->skip[j] = skip != 0;
+    }
     for (int a = 0; a < op->num_attrs; ++a) {
         const opf_attr_def *def = &op->attrs[a];
         if (def->type == OPF_ATTR_FLOAT) {
@@ -338,6 +352,11 @@ static void kernel_compute(void *opaque, TF_OpKernelContext *ctx) {
         }
         if (TF_GetCode(status) != TF_OK)
             goto done;
+        if (state->skip[j]) {
+            if (TF_TensorByteSize(out_tf[j]) > 0)
+                memset(TF_TensorData(out_tf[j]), 0, TF_TensorByteSize(out_tf[j]));
+            continue;
+        }
         out_views[j] = opf_tensor_make(TF_TensorData(out_tf[j]), dtype_of(type), ndim, out_dims[j]);
         outputs[j] = &out_views[j];
     }
@@ -415,8 +434,11 @@ static TF_OpDefinitionBuilder *op_builder(const opf_op_def *op, const char *tf_n
             err |= add_spec(b, TF_OpDefinitionBuilderAddInput, "%s: T", name);
         }
     }
-    for (int j = 0; j < op->num_outputs; ++j)
+    for (int j = 0; j < op->num_outputs; ++j) {
         err |= add_spec(b, TF_OpDefinitionBuilderAddOutput, "%s: T", op->outputs[j].name);
+        if (optional_output(op, j))
+            err |= add_spec(b, TF_OpDefinitionBuilderAddAttr, "skip_%s: bool = false", op->outputs[j].name);
+    }
     for (int a = 0; a < op->num_attrs; ++a) {
         const opf_attr_def *def = &op->attrs[a];
         if (def->type == OPF_ATTR_FLOAT) {

@@ -105,8 +105,10 @@ def _make_function(op: OpDef, raw: Callable[..., Any], tf_name: str, module: str
     The function is generated as source so that an eager call costs one
     Python frame over TensorFlow's own wrapper. Optional inputs are ``None``
     when absent and become the 0- or 1-element lists the TF op takes."""
-    names = [arg.name for arg in op.inputs] + [attr.name for attr in op.attrs]
+    skips = [f"skip_{arg.name}" for arg in op.outputs if arg.optional]
+    names = [arg.name for arg in op.inputs] + [attr.name for attr in op.attrs] + skips
     bad = [n for n in names if not n.isidentifier() or keyword.iskeyword(n) or n in ("name", "raw")]
+    bad += sorted({n for n in names if names.count(n) > 1})
     if bad:
         raise ValueError(f"{tf_name}: argument names {bad} cannot be Python parameters")
     params, passed = [], []
@@ -122,6 +124,9 @@ def _make_function(op: OpDef, raw: Callable[..., Any], tf_name: str, module: str
         defaults[f"_default_{attr.name}"] = attr.default
         params.append(f"{attr.name}=_default_{attr.name}")
         passed.append(f"{attr.name}={attr.name}")
+    for skip in skips:
+        params.append(f"{skip}=False")
+        passed.append(f"{skip}={skip}")
     source = (
         f"def {op.name}({', '.join(params + ['name=None'])}):\n"
         f"    return raw({', '.join(passed + ['name=name'])})\n"
@@ -145,6 +150,9 @@ def _docstring(op: OpDef, tf_name: str) -> str:
     for attr in op.attrs:
         choices = f" one of {', '.join(map(repr, attr.choices))};" if attr.choices else ""
         lines.append(f"  {attr.name}: {attr.doc} ({attr.kind};{choices} default {attr.default!r})")
+    for arg in op.outputs:
+        if arg.optional:
+            lines.append(f"  skip_{arg.name}: return zeros for {arg.name} instead of computing it (default False)")
     lines.append("  name: name of the operation (optional)")
     outputs = ", ".join(arg.name for arg in op.outputs)
     lines += ["", f"Returns: {outputs}" + (" (a named tuple)" if len(op.outputs) > 1 else "")]
@@ -177,6 +185,8 @@ def _make_gradient(
     def gradient(tf_op: tf.Operation, *grads: Optional[tf.Tensor]) -> list[Optional[tf.Tensor]]:
         counts, starts = _input_starts(op, tf_op)
         results: list[Optional[tf.Tensor]] = [None] * len(tf_op.inputs)
+        # Inputs whose gradient nobody asked for (set by the eager / tf.function tape).
+        skipped = set(getattr(tf_op, "skip_input_indices", None) or ())
 
         def source(kind: str, index: int) -> Optional[tf.Tensor]:
             if kind == "input":
@@ -189,6 +199,9 @@ def _make_gradient(
             return None
 
         for rule in op.grads:
+            needed = [t >= 0 and counts[t] > 0 and starts[t] not in skipped for t in rule.produces]
+            if not any(needed):
+                continue
             sources = [source(s.kind, s.index) for s in rule.sources]
             if rule.op is None:
                 produced: Sequence[Optional[tf.Tensor]] = [sources[0]]
@@ -196,10 +209,13 @@ def _make_gradient(
                 grad_op = table.find(rule.op)
                 assert grad_op is not None  # opf_op_table_validate checked it
                 attrs = {a.name: _attr_value(tf_op, a.name) for a in grad_op.attrs if a.name in forward_attrs}
+                for j, output in enumerate(grad_op.outputs):
+                    if output.optional and not needed[j]:
+                        attrs[f"skip_{output.name}"] = True
                 out = functions[rule.op](*sources, **attrs)
                 produced = list(out) if len(grad_op.outputs) > 1 else [out]
             for j, target in enumerate(rule.produces):
-                if target < 0 or not counts[target]:
+                if not needed[j]:
                     continue
                 k = starts[target]
                 results[k] = produced[j] if results[k] is None else results[k] + produced[j]

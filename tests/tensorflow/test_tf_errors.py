@@ -86,7 +86,7 @@ def test_library_needs_only_tensorflow_c_api_opforge_and_libc() -> None:
     out = subprocess.run(["nm", "-D", "--undefined-only", otf.library_path], check=True, capture_output=True, text=True)
     symbols = [line.split()[-1] for line in out.stdout.splitlines() if line.strip()]
     assert any(s.startswith("TF_") for s in symbols)
-    libc = {"calloc", "free", "snprintf", "vsnprintf", "strcmp", "strlen", "__cxa_finalize"}
+    libc = {"calloc", "free", "memset", "snprintf", "vsnprintf", "strcmp", "strlen", "__cxa_finalize"}
     weak = {"_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable", "__gmon_start__"}
     other = [
         s for s in symbols

@@ -121,3 +121,19 @@ def test_unconnected_gradients_of_a_multi_output_op() -> None:
         tape.watch(x)
         y = otf.dense(x, w)
     np.testing.assert_array_equal(tape.gradient(y, x), np.full((2, 3), 4.0))
+
+
+def test_gradients_nobody_asked_for_are_not_computed() -> None:
+    @tf.function
+    def weight_gradient(x: tf.Tensor, w: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            loss = tf.reduce_sum(otf.dense(x, w, b, activation="relu") ** 2)
+        return tape.gradient(loss, w)
+
+    x, w, b = tf.ones([3, 4]), tf.fill([4, 2], 0.5), tf.ones([2])
+    graph = weight_gradient.get_concrete_function(x, w, b).graph
+    (grad_op,) = [op for op in graph.get_operations() if op.type == "OpfDenseGrad"]
+    assert (grad_op.get_attr("skip_dx"), grad_op.get_attr("skip_dw"), grad_op.get_attr("skip_db")) == (True, False, True)
+    # d/dw sum(relu(xw + b)^2) = x^T 2 (xw + b) with xw + b = 3 everywhere
+    np.testing.assert_allclose(weight_gradient(x, w, b), np.full((4, 2), 3 * 2 * 3.0))

@@ -95,6 +95,11 @@ def test_dense_grad_matches_tape_of_builtin(dtype: Any, activation: str) -> None
     assert got._fields == ("dx", "dw", "db")
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    # Optional outputs can be skipped: zeros, the others unchanged.
+    partial = otf.dense_grad(dy, x, w, y, activation=activation, skip_dx=True, skip_db=True)
+    np.testing.assert_array_equal(partial.dx, np.zeros(x.shape, dtype))
+    np.testing.assert_array_equal(partial.db, np.zeros(b.shape, dtype))
+    np.testing.assert_array_equal(partial.dw, got.dw)
 
 
 def test_seed_usage_keyword_calls_of_the_raw_module() -> None:
