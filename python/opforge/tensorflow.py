@@ -81,8 +81,11 @@ def _raw_functions(module: types.ModuleType) -> dict[str, Callable[..., Any]]:
     found = {}
     for attr, value in vars(module).items():
         if callable(value) and not attr.startswith("_") and not attr.endswith("_eager_fallback"):
+            key = attr.replace("_", "").lower()
+            if key in found:  # e.g. "relu_grad" and "relugrad": cannot tell them apart
+                raise ImportError(f"opforge.tensorflow: ops {attr!r} and another differ only in '_'")
             # Call the generated function itself, not its keyword-only export wrapper.
-            found[attr.replace("_", "").lower()] = tf_decorator.unwrap(value)[1]
+            found[key] = tf_decorator.unwrap(value)[1]
     return found
 
 
