@@ -80,7 +80,8 @@ def _raw_functions(module: types.ModuleType) -> dict[str, Callable[..., Any]]:
 
     found = {}
     for attr, value in vars(module).items():
-        if callable(value) and not attr.startswith("_") and not attr.endswith("_eager_fallback"):
+        # snake_case functions only (the module also exports the CamelCase raw ops)
+        if callable(value) and attr.islower() and not attr.startswith("_") and not attr.endswith("_eager_fallback"):
             key = attr.replace("_", "").lower()
             if key in found:  # e.g. "relu_grad" and "relugrad": cannot tell them apart
                 raise ImportError(f"opforge.tensorflow: ops {attr!r} and another differ only in '_'")
