@@ -80,7 +80,7 @@ static void set_load_error(const char *fmt, ...) {
     va_end(ap);
 }
 
-/* "dense_grad" -> "DenseGrad" appended to `out` (size n); 0 if it fits and is
+/* "my_op_grad" -> "MyOpGrad" appended to `out` (size n); 0 if it fits and is
  * a valid TensorFlow op name part. */
 static int append_camel(char *out, size_t n, const char *name) {
     size_t len = strlen(out);
@@ -297,6 +297,16 @@ fail:
 
 static void kernel_delete(void *state) { free(state); }
 
+/* The TensorFlow code of an opforge failure: bad input is InvalidArgument. */
+static TF_Code code_of(opf_status status) {
+    switch (status) {
+    case OPF_E_NOMEM: return TF_RESOURCE_EXHAUSTED;
+    case OPF_E_UNSUPPORTED: return TF_UNIMPLEMENTED;
+    case OPF_E_INTERNAL: return TF_INTERNAL;
+    default: return TF_INVALID_ARGUMENT;
+    }
+}
+
 static opf_dtype dtype_of(TF_DataType t) {
     return t == TF_FLOAT ? OPF_F32 : t == TF_DOUBLE ? OPF_F64 : OPF_DTYPE_INVALID;
 }
@@ -360,8 +370,9 @@ static void kernel_compute(void *opaque, TF_OpKernelContext *ctx) {
         out_views[j] = opf_tensor_make(TF_TensorData(out_tf[j]), dtype_of(type), ndim, out_dims[j]);
         outputs[j] = &out_views[j];
     }
-    if (opf_op_run(op, inputs, outputs, state->attrs) != OPF_OK)
-        TF_SetStatus(status, TF_INVALID_ARGUMENT, opf_last_error());
+    opf_status run = opf_op_run(op, inputs, outputs, state->attrs);
+    if (run != OPF_OK)
+        TF_SetStatus(status, code_of(run), opf_last_error());
 done:
     if (TF_GetCode(status) != TF_OK)
         TF_OpKernelContext_Failure(ctx, status);

@@ -41,7 +41,7 @@ from ._table import OpDef, OpTable, builtin_table, load_table
 
 __all__ = ["OpNamespace", "lib", "library_path", "load_ops", "tf_op_name"]
 
-#: Prefix of the TensorFlow names of the built-in ops ("relu" -> "OpfRelu").
+#: Prefix of the TensorFlow names of the built-in ops ("my_op" -> "OpfMyOp").
 BUILTIN_PREFIX = "Opf"
 
 library_path: str = get_adapter_library("tensorflow")
@@ -83,7 +83,7 @@ def _raw_functions(module: types.ModuleType) -> dict[str, Callable[..., Any]]:
         # snake_case functions only (the module also exports the CamelCase raw ops)
         if callable(value) and attr.islower() and not attr.startswith("_") and not attr.endswith("_eager_fallback"):
             key = attr.replace("_", "").lower()
-            if key in found:  # e.g. "relu_grad" and "relugrad": cannot tell them apart
+            if key in found:  # e.g. "my_op" and "myop": cannot tell them apart
                 raise ImportError(f"opforge.tensorflow: ops {attr!r} and another differ only in '_'")
             # Call the generated function itself, not its keyword-only export wrapper.
             found[key] = tf_decorator.unwrap(value)[1]
