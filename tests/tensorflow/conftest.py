@@ -2,7 +2,8 @@
 
 Without TensorFlow (or Keras) these tests are skipped, unless
 OPFORGE_REQUIRE_FRAMEWORKS=1 (``make test-tensorflow``), which makes a missing
-framework an error. The NumPy references come from tests/python/references.py.
+framework an error (each test module starts with pytest.importorskip). The
+NumPy references come from tests/python/references.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 _missing = [name for name in ("tensorflow", "keras") if importlib.util.find_spec(name) is None]
 if _missing and os.environ.get("OPFORGE_REQUIRE_FRAMEWORKS") == "1":
     raise RuntimeError(f"OPFORGE_REQUIRE_FRAMEWORKS=1 but {', '.join(_missing)} cannot be imported")
-collect_ignore_glob = ["test_*.py"] if _missing else []
 
 
 def pytest_report_header(config: pytest.Config) -> str:

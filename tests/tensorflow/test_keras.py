@@ -8,12 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
-import opforge.keras as okeras
+pytest.importorskip("tensorflow")  # a clean skip without it (conftest.py)
+pytest.importorskip("keras")  # a clean skip without it (conftest.py)
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import opforge.keras as okeras  # noqa: E402
 
 
 def data(n: int = 128, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -7,9 +7,11 @@ import subprocess
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
-import opforge.tensorflow as otf
+pytest.importorskip("tensorflow")  # a clean skip without it (conftest.py)
+import tensorflow as tf  # noqa: E402
+
+import opforge.tensorflow as otf  # noqa: E402
 
 
 def test_shape_mismatch_eager_is_invalid_argument() -> None:

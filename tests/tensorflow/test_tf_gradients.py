@@ -6,9 +6,11 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
-import opforge.tensorflow as otf
+pytest.importorskip("tensorflow")  # a clean skip without it (conftest.py)
+import tensorflow as tf  # noqa: E402
+
+import opforge.tensorflow as otf  # noqa: E402
 
 RNG = np.random.default_rng(99)
 

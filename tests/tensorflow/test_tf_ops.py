@@ -6,10 +6,12 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from references import FLOAT_DTYPES, assert_matmul_close, ref_dense, ref_relu_grad
 
-import opforge.tensorflow as otf
+pytest.importorskip("tensorflow")  # a clean skip without it (conftest.py)
+import tensorflow as tf  # noqa: E402
+from references import FLOAT_DTYPES, assert_matmul_close, ref_dense, ref_relu_grad  # noqa: E402
+
+import opforge.tensorflow as otf  # noqa: E402
 
 RNG = np.random.default_rng(1234)
 MODES = ["eager", "function"]

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
-import opforge
-import opforge.tensorflow as otf
+pytest.importorskip("tensorflow")  # a clean skip without it (conftest.py)
+import tensorflow as tf  # noqa: E402
+
+import opforge  # noqa: E402
+import opforge.tensorflow as otf  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
