@@ -1,0 +1,332 @@
+"""opforge ops as TensorFlow ops.
+
+Importing this module loads ``libopforge_tensorflow.so`` with
+``tf.load_op_library``; its constructor registers every row of opforge's op
+table as a TensorFlow op (``OpfRelu``, ``OpfDense``, ...) with a shape
+function and float32/float64 CPU kernels. This module then registers a
+gradient for every differentiable op (computed by the opforge gradient ops the
+table names) and exposes one Python function per op, generated from the
+table::
+
+    import opforge.tensorflow as otf
+    y = otf.dense(x, w, b, activation="relu")   # eager or inside tf.function
+    otf.lib.opf_add(a=x, b=y)                   # the raw generated op wrappers
+
+Inputs may be tensors, NumPy arrays or Python scalars, as for TF's own ops.
+A shape mismatch raises ``tf.errors.InvalidArgumentError`` when the op runs,
+or ``ValueError`` when it is detected while a graph is built; an unsupported
+dtype is refused when the op is constructed. An optional input is ``None``
+when absent. Optional outputs are always computed. Rows that write an input
+in place are not registered (TensorFlow tensors are immutable).
+
+``load_ops(path)`` does the same for a user's op library (a ``.so`` exporting
+``OPF_EXPORT_OP_TABLE``). Ops run on the CPU only; ``tf.function(jit_compile=
+True)`` cannot compile them (TensorFlow offers no way to add an XLA lowering
+from outside its tree): use ``opforge.jax`` for XLA-compiled code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import keyword
+import os
+import re
+import types
+from typing import Any, Callable, Optional, Sequence, Union
+
+import tensorflow as tf
+
+from . import get_adapter_library
+from ._table import OpDef, OpTable, builtin_table, load_table
+
+__all__ = ["OpNamespace", "lib", "library_path", "load_ops", "tf_op_name"]
+
+#: Prefix of the TensorFlow names of the built-in ops ("my_op" -> "OpfMyOp").
+BUILTIN_PREFIX = "Opf"
+
+library_path: str = get_adapter_library("tensorflow")
+#: The module ``tf.load_op_library`` made for the built-in ops
+#: (``lib.opf_relu(x)``, ``lib.opf_add(a=x, b=y)``, ...).
+lib: types.ModuleType = tf.load_op_library(library_path)
+_adapter = ctypes.CDLL(library_path)
+_adapter.opforge_tf_error.restype = ctypes.c_char_p
+_adapter.opforge_tf_register_table.restype = ctypes.c_int
+_adapter.opforge_tf_register_table.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_registration_error = _adapter.opforge_tf_error().decode()
+if _registration_error:
+    raise ImportError(f"opforge.tensorflow: registering the built-in ops failed: {_registration_error}")
+
+# Tables whose kernels TensorFlow may call: they must stay loaded.
+_live_tables: list[OpTable] = []
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
+
+
+def tf_op_name(op: OpDef, prefix: str = BUILTIN_PREFIX) -> str:
+    """The TensorFlow op name of a row: ``prefix`` + CamelCase of its name."""
+    return prefix + _camel(op.name)
+
+
+def _registered(table: OpTable) -> list[OpDef]:
+    """The rows the adapter registers: all but those mutating an input."""
+    return [op for op in table.ops if not any(arg.mutated for arg in op.inputs)]
+
+
+def _raw_functions(module: types.ModuleType) -> dict[str, Callable[..., Any]]:
+    """The generated wrappers of ``module`` by lower-case op name without '_'."""
+    from tensorflow.python.util import tf_decorator
+
+    found = {}
+    for attr, value in vars(module).items():
+        # snake_case functions only (the module also exports the CamelCase raw ops)
+        if callable(value) and attr.islower() and not attr.startswith("_") and not attr.endswith("_eager_fallback"):
+            key = attr.replace("_", "").lower()
+            if key in found:  # e.g. "my_op" and "myop": cannot tell them apart
+                raise ImportError(f"opforge.tensorflow: ops {attr!r} and another differ only in '_'")
+            # Call the generated function itself, not its keyword-only export wrapper.
+            found[key] = tf_decorator.unwrap(value)[1]
+    return found
+
+
+# --------------------------------------------------------------- Python functions
+
+
+def _not_for_autograph(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Marks ``function`` as one AutoGraph calls as is inside tf.function (it
+    has no source file to convert, and only calls an op)."""
+    try:
+        from tensorflow.python.autograph.impl.api import autograph_artifact
+    except ImportError:  # a TensorFlow that moved it: the public wrapper costs a call more
+        return tf.autograph.experimental.do_not_convert(function)
+    return autograph_artifact(function)
+
+
+def _make_function(op: OpDef, raw: Callable[..., Any], tf_name: str, module: str) -> Callable[..., Any]:
+    """``def <op>(<inputs>, <attrs>=<defaults>, name=None)`` calling ``raw``.
+
+    The function is generated as source so that an eager call costs one
+    Python frame over TensorFlow's own wrapper. Optional inputs are ``None``
+    when absent and become the 0- or 1-element lists the TF op takes."""
+    skips = [f"skip_{arg.name}" for arg in op.outputs if arg.optional]
+    names = [arg.name for arg in op.inputs] + [attr.name for attr in op.attrs] + skips
+    bad = [n for n in names if not n.isidentifier() or keyword.iskeyword(n) or n in ("name", "raw")]
+    bad += sorted({n for n in names if names.count(n) > 1})
+    if bad:
+        raise ValueError(f"{tf_name}: argument names {bad} cannot be Python parameters")
+    params, passed = [], []
+    defaults: dict[str, Any] = {}
+    for arg in op.inputs:
+        if arg.optional:
+            params.append(f"{arg.name}=None")
+            passed.append(f"{arg.name}=[] if {arg.name} is None else [{arg.name}]")
+        else:
+            params.append(arg.name)
+            passed.append(f"{arg.name}={arg.name}")
+    for attr in op.attrs:
+        defaults[f"_default_{attr.name}"] = attr.default
+        params.append(f"{attr.name}=_default_{attr.name}")
+        passed.append(f"{attr.name}={attr.name}")
+    for skip in skips:
+        params.append(f"{skip}=False")
+        passed.append(f"{skip}={skip}")
+    source = (
+        f"def {op.name}({', '.join(params + ['name=None'])}):\n"
+        f"    return raw({', '.join(passed + ['name=name'])})\n"
+    )
+    namespace: dict[str, Any] = {"raw": raw, **defaults}
+    exec(compile(source, f"<opforge.tensorflow {op.name}>", "exec"), namespace)  # noqa: S102 (generated from the table)
+    function = namespace[op.name]
+    function.__module__ = module
+    function.__qualname__ = op.name
+    function.__doc__ = _docstring(op, tf_name)
+    function.opdef = op
+    function.tf_op_name = tf_name
+    return _not_for_autograph(function)
+
+
+def _docstring(op: OpDef, tf_name: str) -> str:
+    lines = [op.doc, "", f"TensorFlow op ``{tf_name}``; float32 or float64 (the dtype of the inputs).", ""]
+    lines += ["Args:"]
+    for arg in op.inputs:
+        lines.append(f"  {arg.name}: {arg.doc}{' (optional: None when absent)' if arg.optional else ''}")
+    for attr in op.attrs:
+        choices = f" one of {', '.join(map(repr, attr.choices))};" if attr.choices else ""
+        lines.append(f"  {attr.name}: {attr.doc} ({attr.kind};{choices} default {attr.default!r})")
+    for arg in op.outputs:
+        if arg.optional:
+            lines.append(f"  skip_{arg.name}: return zeros for {arg.name} instead of computing it (default False)")
+    lines.append("  name: name of the operation (optional)")
+    outputs = ", ".join(arg.name for arg in op.outputs)
+    lines += ["", f"Returns: {outputs}" + (" (a named tuple)" if len(op.outputs) > 1 else "")]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------- gradients
+
+
+def _input_starts(op: OpDef, tf_op: tf.Operation) -> tuple[list[int], list[int]]:
+    """Number of tensors in each table input of ``tf_op`` and the flat index of its first."""
+    counts = [int(tf_op.get_attr(f"num_{arg.name}")) if arg.optional else 1 for arg in op.inputs]
+    starts, flat = [], 0
+    for count in counts:
+        starts.append(flat)
+        flat += count
+    return counts, starts
+
+
+def _attr_value(tf_op: tf.Operation, name: str) -> Any:
+    value = tf_op.get_attr(name)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _make_gradient(
+    op: OpDef, functions: dict[str, Callable[..., Any]], table: OpTable
+) -> Callable[..., list[Optional[tf.Tensor]]]:
+    forward_attrs = {attr.name for attr in op.attrs}
+
+    def gradient(tf_op: tf.Operation, *grads: Optional[tf.Tensor]) -> list[Optional[tf.Tensor]]:
+        counts, starts = _input_starts(op, tf_op)
+        results: list[Optional[tf.Tensor]] = [None] * len(tf_op.inputs)
+        # Inputs whose gradient nobody asked for (set by the eager / tf.function tape).
+        skipped = set(getattr(tf_op, "skip_input_indices", None) or ())
+
+        def source(kind: str, index: int) -> Optional[tf.Tensor]:
+            if kind == "input":
+                return tf_op.inputs[starts[index]] if counts[index] else None
+            if kind == "output":
+                return tf_op.outputs[index]
+            if kind == "grad":
+                g = grads[index]
+                return tf.zeros_like(tf_op.outputs[index]) if g is None else g
+            return None
+
+        for rule in op.grads:
+            needed = [t >= 0 and counts[t] > 0 and starts[t] not in skipped for t in rule.produces]
+            if not any(needed):
+                continue
+            sources = [source(s.kind, s.index) for s in rule.sources]
+            if rule.op is None:
+                produced: Sequence[Optional[tf.Tensor]] = [sources[0]]
+            else:
+                grad_op = table.find(rule.op)
+                assert grad_op is not None  # opf_op_table_validate checked it
+                attrs = {a.name: _attr_value(tf_op, a.name) for a in grad_op.attrs if a.name in forward_attrs}
+                for j, output in enumerate(grad_op.outputs):
+                    if output.optional and not needed[j]:
+                        attrs[f"skip_{output.name}"] = True
+                out = functions[rule.op](*sources, **attrs)
+                produced = list(out) if len(grad_op.outputs) > 1 else [out]
+            for j, target in enumerate(rule.produces):
+                if not needed[j]:
+                    continue
+                k = starts[target]
+                results[k] = produced[j] if results[k] is None else results[k] + produced[j]
+        return results
+
+    return gradient
+
+
+def _no_gradient(
+    op: OpDef, functions: dict[str, Callable[..., Any]], table: OpTable
+) -> Callable[..., list[Optional[tf.Tensor]]]:
+    """A row without gradient rules: differentiating through it is an error
+    (TensorFlow's eager tape would otherwise return None, a silent zero)."""
+
+    def gradient(tf_op: tf.Operation, *grads: Optional[tf.Tensor]) -> list[Optional[tf.Tensor]]:
+        raise LookupError(f"{table.name}.{op.name} (TensorFlow op {tf_op.type}) is not differentiable")
+
+    return gradient
+
+
+# --------------------------------------------------------------- tables
+
+
+class OpNamespace(types.SimpleNamespace):
+    """The Python functions of a table's ops, as attributes; ``raw`` is the
+    module of TensorFlow's generated wrappers."""
+
+
+def _bind_table(
+    table: OpTable, module: types.ModuleType, prefix: str, module_name: str
+) -> dict[str, Callable[..., Any]]:
+    raw = _raw_functions(module)
+    functions: dict[str, Callable[..., Any]] = {}
+    ops = _registered(table)
+    for op in ops:
+        tf_name = tf_op_name(op, prefix)
+        wrapper = raw.get(tf_name.lower())
+        if wrapper is None:
+            raise ImportError(f"opforge.tensorflow: TensorFlow made no wrapper for op {tf_name}")
+        functions[op.name] = _make_function(op, wrapper, tf_name, module_name)
+    for op in ops:
+        maker = _make_gradient if op.grads else _no_gradient
+        tf.RegisterGradient(tf_op_name(op, prefix))(maker(op, functions, table))
+    _live_tables.append(table)
+    return functions
+
+
+def _wrappers_module(table: OpTable, prefix: str) -> types.ModuleType:
+    """Python wrappers for ops registered after load (what tf.load_op_library builds)."""
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.framework import _pywrap_python_op_gen
+    from tensorflow.python.framework import op_def_registry
+
+    op_list = op_def_pb2.OpList()
+    for op in _registered(table):
+        op_def = op_def_registry.get(tf_op_name(op, prefix))
+        if op_def is None:
+            raise RuntimeError(f"opforge.tensorflow: op {tf_op_name(op, prefix)} is not registered")
+        op_list.op.append(op_def)
+    source = _pywrap_python_op_gen.GetPythonWrappers(op_list.SerializeToString())
+    module = types.ModuleType(f"opforge.tensorflow.ops_{prefix}")
+    exec(source, module.__dict__)  # noqa: S102 (TensorFlow's own generated wrappers)
+    return module
+
+
+def load_ops(path: Union[str, os.PathLike[str]], prefix: Optional[str] = None) -> OpNamespace:
+    """Registers the op table of a user library (``OPF_EXPORT_OP_TABLE``) with
+    TensorFlow and returns its ops as Python functions (with gradients).
+
+    Op names are ``prefix`` + CamelCase of the row's name; ``prefix`` defaults
+    to the CamelCase of the table's name ("my_ops" -> "MyOpsNegate"). A
+    TensorFlow op name can be registered once per process: loading the same
+    table twice with one prefix raises ``ValueError``."""
+    from cffi import FFI
+
+    table = load_table(path)
+    prefix = _camel(table.name) if prefix is None else prefix
+    if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", prefix):
+        raise ValueError(f"opforge.tensorflow.load_ops: prefix {prefix!r} must be CamelCase letters and digits")
+    from tensorflow.python.framework import op_def_registry
+
+    taken = [tf_op_name(op, prefix) for op in _registered(table) if op_def_registry.get(tf_op_name(op, prefix))]
+    if taken:
+        raise ValueError(
+            f"opforge.tensorflow.load_ops: TensorFlow ops {', '.join(taken)} already exist; pass another prefix"
+        )
+    address = int(FFI().cast("uintptr_t", table.cdata))
+    if _adapter.opforge_tf_register_table(address, prefix.encode()) < 0:
+        raise ValueError(f"opforge.tensorflow.load_ops: {path}: {_adapter.opforge_tf_error().decode()}")
+    module = _wrappers_module(table, prefix)
+    functions = _bind_table(table, module, prefix, f"opforge.tensorflow.{table.name}")
+    return OpNamespace(raw=module, **functions)
+
+
+def _export_builtins() -> list[str]:
+    functions = _bind_table(builtin_table(), lib, BUILTIN_PREFIX, __name__)
+    clashes = sorted(set(functions) & set(globals()))
+    if clashes:
+        raise ImportError(f"{__name__}: op names clash with the module's own names: {', '.join(clashes)}")
+    globals().update(functions)
+    return sorted(functions)
+
+
+__all__ += _export_builtins()
+
+
+def __getattr__(name: str) -> Callable[..., Any]:
+    """Only reached for names that are not ops (the ops are module globals)."""
+    raise AttributeError(f"module {__name__!r} has no op or attribute {name!r}; its ops are: {', '.join(__all__)}")
+
