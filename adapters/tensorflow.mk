@@ -20,3 +20,7 @@ $(ADAPTER_DIR)/libopforge_tensorflow.so: adapters/tensorflow.c include/opforge.h
 .PHONY: test-tensorflow
 test-tensorflow: venv
 	cd tests/tensorflow && $(ADAPTER_PYTEST)
+
+.PHONY: bench-tensorflow
+bench-tensorflow: venv
+	$(VPY) bench/bench_tensorflow.py
