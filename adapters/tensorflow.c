@@ -20,6 +20,7 @@
  * Rows with an input written in place (OPF_ARG_MUTATED) are skipped:
  * TensorFlow tensors are immutable.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -60,7 +61,11 @@ typedef struct slot {
 
 static slot slots[MAX_SLOTS];
 static int num_slots;
+/* The first error of the last registration. Registrations (which take slots
+ * and write this) are serialised; opforge.tensorflow reads it under its own
+ * lock, right after the registration that failed. */
 static char load_error[1024];
+static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* State of one kernel instance: the row and its attribute values. */
 typedef struct kernel_state {
@@ -503,9 +508,18 @@ static int register_kernels(const opf_op_def *op, const char *tf_name, int index
 
 /* Registers every row of `table` (except rows with inputs written in place)
  * as op "<prefix><CamelName>" with its CPU kernels. Returns the number of ops
- * registered, or -1 with opforge_tf_error() set. */
+ * registered, or -1 with opforge_tf_error() set. Thread-safe. */
 OPF_TF_API int opforge_tf_register_table(const opf_op_table *table, const char *prefix);
+static int register_table_locked(const opf_op_table *table, const char *prefix);
+
 OPF_TF_API int opforge_tf_register_table(const opf_op_table *table, const char *prefix) {
+    pthread_mutex_lock(&register_lock);
+    int rc = register_table_locked(table, prefix);
+    pthread_mutex_unlock(&register_lock);
+    return rc;
+}
+
+static int register_table_locked(const opf_op_table *table, const char *prefix) {
     load_error[0] = '\0';
     if (!table || !prefix) {
         set_load_error("opforge_tf_register_table: table and prefix are required");

@@ -33,6 +33,7 @@
  * Nothing here names a particular op: everything comes from the table.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -454,11 +455,20 @@ static const boxed_kernel trampolines[MAX_SLOTS] = {REFS64(0) REFS64(1) REFS64(2
 /* Registration                                                              */
 /* ------------------------------------------------------------------------ */
 
-static char register_error[1024];
+/* Per thread: the message of the calling thread's last failed registration. */
+static _Thread_local char register_error[1024];
+/* Registrations (which take slots) are serialised; a kernel only reads the
+ * slot its trampoline was registered with, after torch has published it. */
+static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 
 const char *opforge_torch_last_error(void) { return register_error; }
 
-int opforge_torch_capacity(void) { return MAX_SLOTS - num_slots; }
+int opforge_torch_capacity(void) {
+    pthread_mutex_lock(&register_lock);
+    int room = MAX_SLOTS - num_slots;
+    pthread_mutex_unlock(&register_lock);
+    return room;
+}
 
 /* Appends printf-style text to buf (of size cap, holding *len chars). */
 __attribute__((format(printf, 4, 5))) static bool append(char *buf, size_t cap, size_t *len, const char *fmt, ...);
@@ -531,10 +541,7 @@ static bool schema_of(const opf_op_def *op, char *buf, size_t cap) {
     return ok;
 }
 
-static void init_once(void) {
-    static bool done;
-    if (done)
-        return;
+static void init_abi(void) {
     dtype_f32 = aoti_torch_dtype_float32();
     dtype_f64 = aoti_torch_dtype_float64();
     device_cpu = aoti_torch_device_type_cpu();
@@ -546,15 +553,24 @@ static void init_once(void) {
     void *torch_cuda = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
     if (torch_cuda)
         *(void **)&get_current_cuda_stream = dlsym(torch_cuda, "aoti_torch_get_current_cuda_stream");
-    done = true;
 }
 
 /* Registers every row of `table` as torch.ops.<table name>.<row name>, with a
  * CPU kernel. Returns 0, or -1 with opforge_torch_last_error() set. The
  * library handles are kept for the life of the process (deleting one would
- * unregister its ops). Call it once per table, holding the GIL. */
+ * unregister its ops). Call it once per table; it is thread-safe. */
+static int register_locked(const opf_op_table *table);
+
 int opforge_torch_register(const opf_op_table *table) {
-    init_once();
+    static pthread_once_t abi_once = PTHREAD_ONCE_INIT;
+    pthread_once(&abi_once, init_abi);
+    pthread_mutex_lock(&register_lock);
+    int rc = register_locked(table);
+    pthread_mutex_unlock(&register_lock);
+    return rc;
+}
+
+static int register_locked(const opf_op_table *table) {
     register_error[0] = '\0';
     if (!table || opf_op_table_validate(table) != OPF_OK) {
         snprintf(register_error, sizeof register_error, "invalid op table: %s", table ? opf_last_error() : "NULL");

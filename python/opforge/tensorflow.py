@@ -31,6 +31,7 @@ import ctypes
 import keyword
 import os
 import re
+import threading
 import types
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -53,6 +54,7 @@ _adapter.opforge_tf_error.restype = ctypes.c_char_p
 _adapter.opforge_tf_register_table.restype = ctypes.c_int
 _adapter.opforge_tf_register_table.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 _registration_error = _adapter.opforge_tf_error().decode()
+_register_lock = threading.Lock()
 if _registration_error:
     raise ImportError(f"opforge.tensorflow: registering the built-in ops failed: {_registration_error}")
 
@@ -307,8 +309,9 @@ def load_ops(path: Union[str, os.PathLike[str]], prefix: Optional[str] = None) -
             f"opforge.tensorflow.load_ops: TensorFlow ops {', '.join(taken)} already exist; pass another prefix"
         )
     address = int(FFI().cast("uintptr_t", table.cdata))
-    if _adapter.opforge_tf_register_table(address, prefix.encode()) < 0:
-        raise ValueError(f"opforge.tensorflow.load_ops: {path}: {_adapter.opforge_tf_error().decode()}")
+    with _register_lock:  # the adapter's error message is the last registration's
+        if _adapter.opforge_tf_register_table(address, prefix.encode()) < 0:
+            raise ValueError(f"opforge.tensorflow.load_ops: {path}: {_adapter.opforge_tf_error().decode()}")
     module = _wrappers_module(table, prefix)
     functions = _bind_table(table, module, prefix, f"opforge.tensorflow.{table.name}")
     return OpNamespace(raw=module, **functions)
