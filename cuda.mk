@@ -5,7 +5,10 @@
 #   make CUDA=1          require CUDA (error if nvcc or the static runtime is missing)
 #   make test-cuda       build and run build/tests/test_cuda (prints SKIP without a GPU)
 #   make gpu-check       scripts/gpu-check.sh: build, test, compute-sanitizer, benchmark
-#                        against PyTorch (on a GPU machine; see docs/gpu.md)
+#                        against PyTorch, the torch/jax adapters' CUDA tests (on a GPU
+#                        machine; see docs/gpu.md)
+#   make gpu-wheelhouse  scripts/gpu-wheelhouse.sh: download (here, with network) the
+#                        wheels gpu-check may need there into build/wheelhouse
 #
 # Sets for the Makefile: CUDA_ENABLED (1/0), CUDA_OBJ (objects added to
 # libopforge), CUDA_DEFS (-DOPF_HAVE_CUDA for the C sources) and CUDA_LDLIBS.
@@ -98,7 +101,7 @@ endif
 
 # --- tests and the GPU check ------------------------------------------------------
 
-.PHONY: test-cuda gpu-check
+.PHONY: test-cuda gpu-check gpu-wheelhouse
 
 CUDA_TEST_BIN := $(BUILD)/tests/test_cuda
 
@@ -115,3 +118,9 @@ test-cuda: $(CUDA_TEST_BIN)
 
 gpu-check:
 	scripts/gpu-check.sh
+
+# Wheels for CPython 3.12 (the GPU machine's) of cffi, pytest, hypothesis,
+# setuptools, wheel and their dependencies; carry build/wheelhouse to the GPU
+# machine, where gpu-check installs from it what its Python lacks.
+gpu-wheelhouse:
+	PYTHON=$(PYTHON) scripts/gpu-wheelhouse.sh $(BUILD)/wheelhouse

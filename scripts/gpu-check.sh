@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # gpu-check.sh — everything opforge's CUDA part can check on a GPU machine, in
-# one run that fits in 5 minutes on an H200 (`make gpu-check` runs this):
+# one run (`make gpu-check` runs this; steps 1-5 took under 5 minutes on an H200):
 #
 #   1. build libopforge with CUDA from source (make CUDA=1 lib);
 #   2. build and run tests/cuda/test_cuda (GPU vs CPU for every CUDA row);
 #   3. the same test (quick set) under compute-sanitizer memcheck;
-#   4. bench/gpu_bench.py: checks against torch's CUDA built-ins, then timings.
+#   4. bench/gpu_bench.py: checks against torch's CUDA built-ins, then timings;
+#   5. the C kernel tests at AVX-512 where the host CPU has it;
+#   6. the framework adapters' CUDA paths: opforge built in place with this
+#      Python, then tests/torch/test_cuda.py and tests/jax/test_jax_cuda.py
+#      (build/test dependencies it lacks from build/wheelhouse, see
+#      scripts/gpu-wheelhouse.sh).
 #
 # Everything goes to stdout, ready to paste into docs/gpu.md ("Measured").
 # Needs: make, cc, nvcc (PATH, $CUDA_HOME or /usr/local/cuda), python3 with
-# torch (CUDA). No network. Exit status: 0 if every required step passed.
+# torch (CUDA) (and jax with CUDA for step 6). No network. Exit status: 0 if
+# every required step passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -143,6 +149,86 @@ if grep -q avx512bw /proc/cpuinfo; then
 else
     echo "no AVX-512 on this CPU: skipped"
 fi
+
+# The adapters' CUDA paths, from Python: opforge built in place with this
+# Python (its torch and xla adapters against this Python's torch and jax),
+# then tests/torch/test_cuda.py and tests/jax/test_jax_cuda.py. Build and test
+# dependencies this Python lacks come from a wheelhouse (`make gpu-wheelhouse`
+# on a machine with network; carry build/wheelhouse), installed into a
+# directory of its own that only this step puts on PYTHONPATH.
+step "framework adapters on the GPU: opforge.torch and opforge.jax CUDA tests"
+adapters_on_gpu() {
+    local out=build/gpu-check wheelhouse=${OPFORGE_WHEELHOUSE:-build/wheelhouse}
+    local pydeps=build/gpu-check/pydeps have_gpu=0 missing=() m
+    rm -rf "$out"
+    mkdir -p "$out"
+    nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && have_gpu=1
+    local deps_path=$PWD/$pydeps${PYTHONPATH:+:$PYTHONPATH}
+
+    for m in cffi pycparser setuptools wheel pytest hypothesis; do
+        "$PY" -c "import $m" 2>/dev/null || missing+=("$m")
+    done
+    if ((${#missing[@]} == 0)); then
+        echo "build/test dependencies: all importable with $PY"
+    elif [[ ! -d "$wheelhouse" ]]; then
+        echo "missing with $PY: ${missing[*]}; no wheelhouse at $wheelhouse (make gpu-wheelhouse, then carry it)"
+    elif "$PY" -m pip --version >/dev/null 2>&1; then
+        echo "missing with $PY: ${missing[*]}: installing from $wheelhouse into $pydeps"
+        PIP_ROOT_USER_ACTION=ignore "$PY" -m pip install --quiet --disable-pip-version-check \
+            --no-index --find-links "$wheelhouse" --target "$pydeps" "${missing[@]}" ||
+            echo "pip install from $wheelhouse failed"
+    else
+        # No pip: a wheel is a zip of what goes into site-packages.
+        echo "missing with $PY: ${missing[*]}; no pip: unpacking every wheel of $wheelhouse into $pydeps"
+        for m in "$wheelhouse"/*.whl; do "$PY" -m zipfile -e "$m" "$pydeps" || echo "unpacking $m failed"; done
+    fi
+
+    echo "\$ CUDA=1 $PY setup.py build_ext --inplace   (log: $out/build_ext.log)"
+    if ! CUDA=1 PYTHONPATH=$deps_path "$PY" setup.py build_ext --inplace >"$out/build_ext.log" 2>&1; then
+        tail -30 "$out/build_ext.log"
+        fail "opforge build_ext --inplace"
+        return
+    fi
+    echo "python/opforge/lib: $(cd python/opforge/lib && echo *)"
+
+    # One pytest process per framework: jax and torch each hold GPU memory
+    # (jax preallocates unless told not to), and a crash in one framework's
+    # tests leaves the other's result standing.
+    local label module file rc summary require
+    for label in torch:torch:tests/torch/test_cuda.py jax:jax:tests/jax/test_jax_cuda.py; do
+        IFS=: read -r label module file <<<"$label"
+        require=0
+        if "$PY" -c "import $module" 2>/dev/null; then
+            require=1 # a missing adapter is then an error, not a skip
+        else
+            echo "$label: $module is not importable with $PY: its tests skip"
+        fi
+        echo "\$ OPFORGE_REQUIRE_FRAMEWORKS=$require $PY -m pytest -q -rfEs $file   (log: $out/pytest-$label.log)"
+        set +e
+        OPFORGE_REQUIRE_FRAMEWORKS=$require PYTHONPATH=$PWD/python:$deps_path XLA_PYTHON_CLIENT_PREALLOCATE=false \
+            timeout 300 "$PY" -m pytest -q -rfEs -p no:cacheprovider "$file" >"$out/pytest-$label.log" 2>&1
+        rc=$?
+        set -e
+        grep -E "^(FAILED|ERROR|SKIPPED)" "$out/pytest-$label.log" || true
+        summary=$(grep -E "(passed|failed|skipped|error|no tests ran)" "$out/pytest-$label.log" | tail -1 || true)
+        echo "$label CUDA tests: ${summary:-(no summary)} (exit $rc)"
+        if [[ $rc == 5 && $require == 0 ]]; then
+            : # nothing collected: the framework is absent, said above
+        elif [[ $rc != 0 ]]; then
+            [[ $rc == 124 ]] && echo "$label: timed out after 300 s"
+            tail -40 "$out/pytest-$label.log"
+            fail "$label CUDA tests ($file)"
+        elif ((have_gpu)); then
+            # On a GPU machine only the second-device test may skip.
+            if ! grep -q " passed" <<<"$summary"; then
+                fail "$label CUDA tests: none ran on a GPU machine"
+            elif grep -E "^SKIPPED" "$out/pytest-$label.log" | grep -qv "two CUDA devices"; then
+                fail "$label CUDA tests: skipped on a GPU machine"
+            fi
+        fi
+    done
+}
+adapters_on_gpu
 
 step "done: $([[ $status == 0 ]] && echo 'all required steps passed' || echo 'FAILURES above')"
 exit $status

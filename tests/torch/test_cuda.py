@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import pytest
-import torch
-import torch.nn.functional as F
 
-import opforge
-import opforge.torch as ot
-from opforge._table import builtin_table
+try:  # without them: a skip (an error under OPFORGE_REQUIRE_FRAMEWORKS=1, see conftest.py)
+    import torch
+    import torch.nn.functional as F
+
+    import opforge.torch as ot
+except ImportError as exc:
+    pytest.skip(f"PyTorch adapter unavailable: {exc}", allow_module_level=True)
+
+import opforge  # noqa: E402
+from opforge._table import builtin_table  # noqa: E402
 
 TABLE = builtin_table()
 HAS_CUDA_ROWS = any(op.cdata.compute_cuda for op in TABLE.ops)
@@ -35,12 +40,16 @@ def test_elementwise_match_torch(dtype: torch.dtype) -> None:
         torch.testing.assert_close(ot.scale(x, alpha=-1.5), torch.mul(x, -1.5), rtol=0, atol=0, equal_nan=True)
         y = torch.randn(n, device="cuda", dtype=dtype)
         torch.testing.assert_close(ot.add(x, y), x + y, rtol=0, atol=0, equal_nan=True)
-        torch.testing.assert_close(ot.relu_grad(y, x), torch.where(x <= 0, 0, y), rtol=0, atol=0, equal_nan=True)
-        z = x.clone()
-        ot.relu_(z)
+        expected = torch.ops.aten.threshold_backward(y, x, 0)  # relu's backward: x <= 0 ? 0 : dy
+        torch.testing.assert_close(ot.relu_grad(y, x), expected, rtol=0, atol=0, equal_nan=True)
+        buffer = torch.cat([torch.full((1,), 7.0, device="cuda", dtype=dtype), x])
+        z = buffer[1:]  # in place on a misaligned view
+        assert ot.relu_(z) is z
         torch.testing.assert_close(z, torch.relu(x), rtol=0, atol=0, equal_nan=True)
+        assert buffer[0].item() == 7.0
     t = torch.randn(33, 17, device="cuda", dtype=dtype).t()
     torch.testing.assert_close(ot.relu(t), torch.relu(t), rtol=0, atol=0)
+    torch.testing.assert_close(ot.add(t, t), t + t, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -50,7 +59,38 @@ def test_dense_matches_linear(dtype: torch.dtype) -> None:
     for n, k, m in ((1, 1, 1), (7, 13, 5), (128, 256, 64), (0, 4, 3)):
         x, w, b = (torch.randn(*s, device="cuda", dtype=dtype) for s in ((n, k), (k, m), (m,)))
         torch.testing.assert_close(ot.dense(x, w, b, activation="relu"), torch.relu(F.linear(x, w.t(), b)), **tol)
-        torch.testing.assert_close(ot.dense(x, w), x @ w, **tol)
+        torch.testing.assert_close(ot.dense(x, w, b), F.linear(x, w.t(), b), **tol)
+        torch.testing.assert_close(ot.dense(x, w), F.linear(x, w.t()), **tol)
+    # Misaligned (offset by one element) and transposed operands, odd sizes.
+    n, k, m = 37, 19, 11
+    x = torch.randn(n * k + 1, device="cuda", dtype=dtype)[1:].view(n, k)
+    w = torch.randn(m, k, device="cuda", dtype=dtype).t()
+    b = torch.randn(m + 1, device="cuda", dtype=dtype)[1:]
+    torch.testing.assert_close(ot.dense(x, w, b, activation="relu"), torch.relu(F.linear(x, w.t(), b)), **tol)
+    # Inf in the bias goes through as in F.linear.
+    b[0] = float("inf")
+    b[1] = -float("inf")
+    torch.testing.assert_close(ot.dense(x, w, b, activation="relu"), torch.relu(F.linear(x, w.t(), b)), **tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_dense_grad_matches_autograd_of_linear(dtype: torch.dtype, activation: str) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {}
+    for n, k, m in ((1, 1, 1), (33, 20, 9), (300, 17, 5)):
+        x = torch.randn(n, k, device="cuda", dtype=dtype, requires_grad=True)
+        w = torch.randn(k, m, device="cuda", dtype=dtype, requires_grad=True)
+        b = torch.randn(m, device="cuda", dtype=dtype, requires_grad=True)
+        dy = torch.randn(n, m, device="cuda", dtype=dtype)
+        y = F.linear(x, w.t(), b)
+        if activation == "relu":
+            y = torch.relu(y)
+        want = torch.autograd.grad(y, (x, w, b), dy)
+        got = ot.dense_grad(dy, x.detach(), w.detach(), y.detach(), activation=activation)
+        for name, a, e in zip(("dx", "dw", "db"), got, want):
+            assert a.device == e.device, name
+            torch.testing.assert_close(a, e, **tol, msg=lambda text, name=name: f"{name}: {text}")
 
 
 def test_uses_the_current_stream() -> None:
@@ -68,9 +108,28 @@ def test_autograd_on_cuda() -> None:
     assert torch.autograd.gradcheck(lambda x, w: ot.dense(x, w, activation="relu"), (x, w))
 
 
+def test_autograd_matches_torch_on_cuda() -> None:
+    """Backward through the CUDA kernels (relu_grad, dense_grad, scale, add) vs torch's own."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    x = torch.randn(16, 12, device="cuda", dtype=torch.float64, requires_grad=True)
+    w = torch.randn(12, 6, device="cuda", dtype=torch.float64, requires_grad=True)
+    b = torch.randn(6, device="cuda", dtype=torch.float64, requires_grad=True)
+    h = ot.dense(x, w, b, activation="relu")
+    got_loss = ot.scale(ot.add(ot.relu(ot.dense(x, w, b)), h), alpha=0.5).sum()
+    ref = torch.relu(F.linear(x, w.t(), b))
+    want_loss = (0.5 * (ref + ref)).sum()
+    got = torch.autograd.grad(got_loss, (x, w, b))
+    want = torch.autograd.grad(want_loss, (x, w, b))
+    for a, e in zip(got, want):
+        assert a.is_cuda
+        torch.testing.assert_close(a, e)
+
+
 def test_mixed_devices_are_refused() -> None:
     with pytest.raises(RuntimeError, match=r"opforge::add: b is on cpu, expected cuda:0"):
         ot.add(torch.ones(3, device="cuda"), torch.ones(3))
+    with pytest.raises(RuntimeError, match=r"opforge::dense: w is on cpu, expected cuda:0"):
+        ot.dense(torch.ones(2, 3, device="cuda"), torch.ones(3, 4))
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
@@ -80,3 +139,11 @@ def test_tensors_on_a_non_zero_device() -> None:
         y = ot.relu(x)
     assert y.device == x.device
     torch.testing.assert_close(y, torch.relu(x))
+    a = torch.randn(9, 7, device="cuda:1", dtype=torch.float64)
+    w = torch.randn(7, 5, device="cuda:1", dtype=torch.float64)
+    with torch.cuda.device(0):
+        z = ot.dense(a, w, activation="relu")
+    assert z.device == a.device
+    torch.testing.assert_close(z, torch.relu(a @ w))
+    with pytest.raises(RuntimeError, match=r"is on cuda:0, expected cuda:1"):
+        ot.add(x, torch.ones(1000, device="cuda:0"))
