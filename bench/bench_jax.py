@@ -5,7 +5,7 @@
   jitted ``jax.nn.relu``, one call per program, and 10 calls in a
   ``lax.fori_loop`` in one program (the steady state: no fresh output
   buffers).
-- the cost of one call on 1000 elements, eager and jitted;
+- the cost of one call on 8 and 1000 elements, eager and jitted;
 - dense + bias + relu, float32: a jitted ``opforge.jax.dense(..., activation=
   "relu")`` vs jitted ``jax.nn.relu(x @ w + b)`` at a few sizes.
 
@@ -79,13 +79,14 @@ def bench_dense(n: int, k: int, m: int, device: Any, repeats: int) -> None:
 
 
 def bench_call_overhead(device: Any, repeats: int) -> None:
-    """Per-call cost on 1000 elements, eager and jitted (dispatch dominates)."""
-    x = jax.device_put(jnp.ones(1000, jnp.float32), device)
-    cases = [("eager", oj.relu, jax.nn.relu), ("jit", jax.jit(oj.relu), jax.jit(jax.nn.relu))]
-    for label, ours, builtin in cases:
-        t_ours, t_builtin = (median_seconds(f, (x,), repeats * 15) for f in (ours, builtin))
-        print(f"relu 1000 f32 {label:>5} call   opforge {t_ours * 1e6:8.1f} us   jax.nn.relu {t_builtin * 1e6:8.1f} us   "
-              f"ratio builtin/opforge {t_builtin / t_ours:5.2f}")  # fmt: skip
+    """Per-call cost on 8 and 1000 elements, eager and jitted (dispatch dominates)."""
+    for size in (8, 1000):
+        x = jax.device_put(jnp.ones(size, jnp.float32), device)
+        cases = [("eager", oj.relu, jax.nn.relu), ("jit", jax.jit(oj.relu), jax.jit(jax.nn.relu))]
+        for label, ours, builtin in cases:
+            t_ours, t_builtin = (median_seconds(f, (x,), repeats * 15) for f in (ours, builtin))
+            print(f"relu {size:4d} f32 {label:>5} call   opforge {t_ours * 1e6:8.1f} us   "
+                  f"jax.nn.relu {t_builtin * 1e6:8.1f} us   ratio builtin/opforge {t_builtin / t_ours:5.2f}")  # fmt: skip
 
 
 def main() -> None:

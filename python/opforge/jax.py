@@ -385,7 +385,10 @@ class _Op:
             )
 
         run.defvjp(forward, backward)
-        return run
+        # Jitted, so that an eager call takes jit's compiled-call cache (one
+        # compilation per shape and dtype) instead of tracing the custom VJP
+        # and the FFI call again each time; under an outer jit it is inlined.
+        return jax.jit(run)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
