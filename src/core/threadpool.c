@@ -5,18 +5,30 @@
  * State: the pool below is, with the dispatch tables, the library's only
  * global mutable state. One job runs at a time (`submit` is held while it
  * does); a second caller does not wait for it but runs its work serially.
+ *
+ * Waking a thread blocked in pthread_cond_wait takes tens to hundreds of
+ * microseconds on a busy or virtualised machine: as long as a medium GEMM.
+ * So a worker that finished a job spins (pause instructions, no lock) on the
+ * job counter for a while before it blocks, and so does the submitter
+ * waiting for the last chunk: back-to-back calls (a training step) then start
+ * their chunks at once. The spin is bounded (200 us; OPFORGE_SPIN_US sets it,
+ * 0 turns it off), so an idle pool sleeps.
  */
 #include "threadpool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "opforge.h"
 
 enum { OPF_MAX_THREADS = 256 };
+/* How long a thread spins for the next job, or for a job's last chunk, before
+ * blocking, unless OPFORGE_SPIN_US says otherwise (0: never spin). */
+enum { OPF_SPIN_US_DEFAULT = 200, OPF_SPIN_US_MAX = 100000 };
 
 typedef struct opf_pool {
     pthread_mutex_t submit; /* held by the thread whose job is running */
@@ -25,12 +37,13 @@ typedef struct opf_pool {
     pthread_cond_t done;    /* the last chunk of a job finished */
     int num_workers;
     pthread_t workers[OPF_MAX_THREADS];
-    uint64_t generation;
+    atomic_uint_fast64_t generation; /* written under lock; read without it while spinning */
     int shutdown;
     /* The current job. */
     opf_range_fn fn;
     void *ctx;
-    int64_t n, grain_per_chunk, num_chunks, next_chunk, unfinished;
+    int64_t n, grain_per_chunk, num_chunks, next_chunk;
+    atomic_int_fast64_t unfinished; /* written under lock; read without it while spinning */
 } opf_pool;
 
 static opf_pool opf_the_pool = {
@@ -40,6 +53,7 @@ static opf_pool opf_the_pool = {
     .done = PTHREAD_COND_INITIALIZER,
 };
 static atomic_int opf_num_threads;
+static atomic_int_fast64_t opf_spin_ns;
 static pthread_once_t opf_threads_once = PTHREAD_ONCE_INIT;
 
 static void opf_threads_init(void) {
@@ -56,6 +70,16 @@ static void opf_threads_init(void) {
         n = 1;
     }
     atomic_store(&opf_num_threads, (int)(n > OPF_MAX_THREADS ? OPF_MAX_THREADS : n));
+    long spin_us = OPF_SPIN_US_DEFAULT;
+    const char *spin_env = getenv("OPFORGE_SPIN_US");
+    if (spin_env != NULL) {
+        char *end = NULL;
+        long forced = strtol(spin_env, &end, 10);
+        if (end != spin_env && *end == '\0' && forced >= 0) {
+            spin_us = forced < OPF_SPIN_US_MAX ? forced : OPF_SPIN_US_MAX;
+        }
+    }
+    atomic_store(&opf_spin_ns, (int_fast64_t)spin_us * 1000);
 }
 
 int opf_get_num_threads(void) {
@@ -74,6 +98,36 @@ opf_status opf_set_num_threads(int num_threads) {
     return OPF_OK;
 }
 
+static int64_t opf_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void opf_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Spins until *counter != value or the spin time passes; returns whether it changed. */
+static int opf_spin_until_changed(const atomic_uint_fast64_t *counter, uint_fast64_t value) {
+    int64_t deadline = opf_now_ns() + atomic_load_explicit(&opf_spin_ns, memory_order_relaxed);
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            if (atomic_load_explicit(counter, memory_order_relaxed) != value) {
+                return 1;
+            }
+            opf_cpu_relax();
+        }
+        if (opf_now_ns() > deadline) {
+            return 0;
+        }
+    }
+}
+
 /* Runs chunks of the current job until none is left. Called with pool->lock
  * held; returns with it held. */
 static void opf_pool_work(opf_pool *pool) {
@@ -86,7 +140,7 @@ static void opf_pool_work(opf_pool *pool) {
         pthread_mutex_unlock(&pool->lock);
         fn(ctx, begin, end);
         pthread_mutex_lock(&pool->lock);
-        if (--pool->unfinished == 0) {
+        if (atomic_fetch_sub(&pool->unfinished, 1) == 1) {
             pthread_cond_broadcast(&pool->done);
         }
     }
@@ -95,15 +149,20 @@ static void opf_pool_work(opf_pool *pool) {
 static void *opf_worker_main(void *arg) {
     opf_pool *pool = arg;
     pthread_mutex_lock(&pool->lock);
-    uint64_t seen = pool->generation;
+    uint_fast64_t seen = atomic_load(&pool->generation);
     for (;;) {
-        while (pool->generation == seen && !pool->shutdown) {
+        if (atomic_load(&pool->generation) == seen && !pool->shutdown) {
+            pthread_mutex_unlock(&pool->lock);
+            opf_spin_until_changed(&pool->generation, seen);
+            pthread_mutex_lock(&pool->lock);
+        }
+        while (atomic_load(&pool->generation) == seen && !pool->shutdown) {
             pthread_cond_wait(&pool->wake, &pool->lock);
         }
         if (pool->shutdown) {
             break;
         }
-        seen = pool->generation;
+        seen = atomic_load(&pool->generation);
         opf_pool_work(pool);
     }
     pthread_mutex_unlock(&pool->lock);
@@ -174,11 +233,21 @@ void opf_parallel_for_max(int64_t n, int64_t grain, int64_t max_chunks, opf_rang
     pool->grain_per_chunk = per_chunk;
     pool->num_chunks = chunks;
     pool->next_chunk = 0;
-    pool->unfinished = chunks;
-    pool->generation++;
+    atomic_store(&pool->unfinished, chunks);
+    atomic_fetch_add(&pool->generation, 1);
     pthread_cond_broadcast(&pool->wake);
     opf_pool_work(pool);
-    while (pool->unfinished > 0) {
+    if (atomic_load(&pool->unfinished) > 0) { /* a worker still runs its chunk: spin, then block */
+        pthread_mutex_unlock(&pool->lock);
+        int64_t deadline = opf_now_ns() + atomic_load_explicit(&opf_spin_ns, memory_order_relaxed);
+        while (atomic_load_explicit(&pool->unfinished, memory_order_acquire) > 0 && opf_now_ns() < deadline) {
+            for (int i = 0; i < 64; i++) {
+                opf_cpu_relax();
+            }
+        }
+        pthread_mutex_lock(&pool->lock);
+    }
+    while (atomic_load(&pool->unfinished) > 0) {
         pthread_cond_wait(&pool->done, &pool->lock);
     }
     pthread_mutex_unlock(&pool->lock);
