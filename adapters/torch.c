@@ -13,8 +13,14 @@
  *       relu_(Tensor(a!) x) -> ()
  *     inputs in order (optional ones `Tensor?`, mutated ones `Tensor(a!)`),
  *     then the attributes, keyword-only (float, int, or str for an enum); the
- *     outputs are returned (all of them: optional outputs are always computed);
- *     mutated inputs are not returned (they are modified in place);
+ *     outputs are returned; mutated inputs are not returned (they are
+ *     modified in place). A row with optional outputs also takes, last,
+ *       bool[N] output_mask=[True, ...]
+ *     (one per output, as aten's backward ops do): a False output is not
+ *     computed (opf_op_run gets NULL for it) and comes back as an empty
+ *     tensor (shape [0]): the stable ABI cannot return an undefined tensor
+ *     (a null handle for a `Tensor` return is dereferenced), and an empty
+ *     tensor keeps the schema's returns plain `Tensor`s;
  *   - registers a boxed CPU kernel for it. A boxed kernel gets no user data,
  *     so each registered row takes one of a fixed set of trampolines (one per
  *     slot of `slots`), all of which call run_boxed() with their slot.
@@ -52,6 +58,7 @@ typedef uint64_t StableIValue;
 typedef struct AtenTensorOpaque *AtenTensorHandle;
 typedef struct TorchLibraryOpaque *TorchLibraryHandle;
 typedef struct StringOpaque *StringHandle;
+typedef struct StableListOpaque *StableListHandle;
 typedef void (*boxed_kernel)(StableIValue *stack, uint64_t num_args, uint64_t num_outputs);
 
 extern AOTITorchError aoti_torch_library_init_def(const char *ns, const char *file, uint32_t line,
@@ -76,6 +83,9 @@ extern void aoti_torch_check(bool cond, const char *func, const char *file, uint
 extern AOTITorchError torch_string_length(StringHandle s, size_t *ret);
 extern AOTITorchError torch_string_c_str(StringHandle s, const char **ret);
 extern AOTITorchError torch_delete_string(StringHandle s);
+extern AOTITorchError torch_list_size(StableListHandle list, size_t *size);
+extern AOTITorchError torch_list_get_item(StableListHandle list, size_t index, StableIValue *element);
+extern AOTITorchError torch_delete_list(StableListHandle list);
 extern int32_t aoti_torch_device_type_cpu(void);
 extern int32_t aoti_torch_device_type_cuda(void);
 extern int32_t aoti_torch_device_type_meta(void);
@@ -97,8 +107,9 @@ extern int32_t aoti_torch_dtype_complex128(void);
 
 /* The stack layout this file is written for: the StableIValue conventions of
  * torch 2.10 (a tensor is its handle; a float, its double's bits; an int, an
- * int64; a str, a StringHandle; an optional, NULL or a pointer to a heap
- * StableIValue the kernel frees). Later versions convert for us. */
+ * int64; a bool, 0 or 1; a str, a StringHandle; a list, a StableListHandle
+ * the kernel deletes; an optional, NULL or a pointer to a heap StableIValue
+ * the kernel frees). Later versions convert for us. */
 #define TORCH_ABI_2_10 ((2ULL << 56) | (10ULL << 48))
 
 /* The public entry points (called from opforge.torch through ctypes). */
@@ -116,6 +127,7 @@ typedef struct slot {
     const opf_op_def *op;
     char label[128]; /* "opforge::dense", the prefix of every error message */
     int32_t stack_inputs;
+    bool has_mask; /* optional outputs: the last argument is output_mask */
 } slot;
 
 static slot slots[MAX_SLOTS];
@@ -159,6 +171,7 @@ typedef struct call {
     AtenTensorHandle in[OPF_MAX_ARGS];
     AtenTensorHandle out[OPF_MAX_ARGS];
     StringHandle strings[OPF_MAX_ATTRS];
+    StableListHandle mask;   /* output_mask, when the row has one */
     DeviceGuardHandle guard; /* CUDA calls: the inputs' device is current */
 } call;
 
@@ -173,6 +186,8 @@ static void release(call *c) {
         if (c->strings[i])
             torch_delete_string(c->strings[i]);
     }
+    if (c->mask)
+        torch_delete_list(c->mask);
 }
 
 static _Thread_local char message[1024];
@@ -304,6 +319,40 @@ static void library_message(const slot *s) {
     snprintf(message, sizeof message, "%s: %s", s->label, text);
 }
 
+/* Reads output_mask (owned by c->mask) into wanted[]: every output is wanted
+ * when the row has no mask. Only an optional output may be left out. */
+static bool read_mask(const slot *s, call *c, bool *wanted) {
+    const opf_op_def *op = s->op;
+    for (int o = 0; o < op->num_outputs; ++o)
+        wanted[o] = true;
+    if (!s->has_mask)
+        return true;
+    size_t size = 0;
+    if (!c->mask || torch_list_size(c->mask, &size)) {
+        snprintf(message, sizeof message, "%s: cannot read output_mask", s->label);
+        return false;
+    }
+    if (size != (size_t)op->num_outputs) {
+        snprintf(message, sizeof message, "%s: output_mask has %llu values, expected %d (one per output)", s->label,
+                 (unsigned long long)size, op->num_outputs);
+        return false;
+    }
+    for (int o = 0; o < op->num_outputs; ++o) {
+        StableIValue v = 0;
+        if (torch_list_get_item(c->mask, (size_t)o, &v)) {
+            snprintf(message, sizeof message, "%s: cannot read output_mask", s->label);
+            return false;
+        }
+        wanted[o] = v != 0;
+        if (!wanted[o] && !(op->outputs[o].flags & OPF_ARG_OPTIONAL)) {
+            snprintf(message, sizeof message, "%s: output %s is not optional: its output_mask value must be True",
+                     s->label, op->outputs[o].name);
+            return false;
+        }
+    }
+    return true;
+}
+
 static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uint64_t num_outputs) {
     const opf_op_def *op = s->op;
     call c;
@@ -331,6 +380,8 @@ static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uin
         if (k < num_args && op->attrs[a].type == OPF_ATTR_ENUM)
             c.strings[a] = (StringHandle)(uintptr_t)stack[k];
     }
+    if (s->has_mask && (uint64_t)(s->stack_inputs - 1) < num_args)
+        c.mask = (StableListHandle)(uintptr_t)stack[s->stack_inputs - 1];
     if (num_args != (uint64_t)s->stack_inputs || num_outputs != (uint64_t)op->num_outputs) {
         snprintf(message, sizeof message, "%s: called with %llu arguments and %llu outputs, expected %d and %d",
                  s->label, (unsigned long long)num_args, (unsigned long long)num_outputs, s->stack_inputs,
@@ -382,10 +433,19 @@ static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uin
             return;
         }
     }
+    bool wanted[OPF_MAX_ARGS];
+    if (!read_mask(s, &c, wanted)) {
+        fail(&c);
+        return;
+    }
     for (int o = 0; o < op->num_outputs; ++o) {
         int32_t ndim = 0;
         int64_t shape[OPF_MAX_RANK], strides[OPF_MAX_RANK];
-        if (opf_op_infer_shape(op, inputs, o, &ndim, shape) != OPF_OK) {
+        if (!wanted[o]) {
+            /* Not computed: an empty tensor stands for it. */
+            ndim = 1;
+            shape[0] = 0;
+        } else if (opf_op_infer_shape(op, inputs, o, &ndim, shape) != OPF_OK) {
             library_message(s);
             fail(&c);
             return;
@@ -411,7 +471,7 @@ static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uin
             out_tensors[o].device.type = OPF_DEVICE_CUDA;
             out_tensors[o].device.id = device_index;
         }
-        outputs[o] = &out_tensors[o];
+        outputs[o] = wanted[o] ? &out_tensors[o] : NULL;
     }
     opf_status status =
         on_cuda ? opf_op_run_cuda(op, inputs, outputs, attrs, stream) : opf_op_run(op, inputs, outputs, attrs);
@@ -494,6 +554,14 @@ static void float_literal(double v, char *out, size_t cap) {
     }
 }
 
+static bool has_optional_outputs(const opf_op_def *op) {
+    for (int o = 0; o < op->num_outputs; ++o) {
+        if (op->outputs[o].flags & OPF_ARG_OPTIONAL)
+            return true;
+    }
+    return false;
+}
+
 /* The schema of a row, e.g. "scale(Tensor x, *, float alpha=1.0) -> Tensor". */
 static bool schema_of(const opf_op_def *op, char *buf, size_t cap) {
     size_t len = 0;
@@ -528,6 +596,14 @@ static bool schema_of(const opf_op_def *op, char *buf, size_t cap) {
             break;
         default: return false;
         }
+    }
+    if (has_optional_outputs(op)) {
+        if (!op->num_attrs)
+            ok = ok && append(buf, cap, &len, "%s*", op->num_inputs ? ", " : "");
+        ok = ok && append(buf, cap, &len, ", bool[%d] output_mask=[", op->num_outputs);
+        for (int o = 0; o < op->num_outputs; ++o)
+            ok = ok && append(buf, cap, &len, "%sTrue", o ? ", " : "");
+        ok = ok && append(buf, cap, &len, "]");
     }
     ok = ok && append(buf, cap, &len, ") -> ");
     if (op->num_outputs == 1) {
@@ -607,7 +683,8 @@ static int register_locked(const opf_op_table *table) {
         }
         slot *s = &slots[num_slots];
         s->op = op;
-        s->stack_inputs = op->num_inputs + op->num_attrs;
+        s->has_mask = has_optional_outputs(op);
+        s->stack_inputs = op->num_inputs + op->num_attrs + (s->has_mask ? 1 : 0);
         snprintf(s->label, sizeof s->label, "%s::%s", table->name, op->name);
         if (torch_library_impl(impl, op->name, trampolines[num_slots], TORCH_ABI_2_10)) {
             snprintf(register_error, sizeof register_error, "%s: cannot register its CPU kernel", s->label);

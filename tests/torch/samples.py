@@ -38,5 +38,8 @@ def samples(name: str, dtype: torch.dtype, requires_grad: bool = False) -> list[
         return [
             ((R(3, 5), R(3, 4, seed=1), R(4, 5, seed=2), R(3, 5, seed=3).abs()), {"activation": "relu"}),
             ((R(3, 5), R(3, 4, seed=1), R(4, 5, seed=2)), {}),
+            ((R(3, 5), R(3, 4, seed=1), R(4, 5, seed=2), R(3, 5, seed=3).abs()),
+             {"activation": "relu", "output_mask": [False, True, True]}),
+            ((R(3, 5), R(3, 4, seed=1), R(4, 5, seed=2)), {"output_mask": [True, False, False]}),
         ]
     raise KeyError(f"no samples for op {name!r}: add some to tests/torch/samples.py")

@@ -24,7 +24,8 @@ def test_every_row_is_an_operator() -> None:
         packet = getattr(torch.ops.opforge, op.name)
         schema = packet.default._schema
         assert [a.name for a in schema.arguments][: len(op.inputs)] == [a.name for a in op.inputs]
-        assert [a.name for a in schema.arguments if a.kwarg_only] == [a.name for a in op.attrs]
+        mask = ["output_mask"] if any(out.optional for out in op.outputs) else []
+        assert [a.name for a in schema.arguments if a.kwarg_only] == [a.name for a in op.attrs] + mask
         for arg, spec in zip(schema.arguments, op.inputs):
             assert bool(arg.alias_info and arg.alias_info.is_write) == spec.mutated
         assert len(schema.returns) == len(op.outputs)
@@ -35,6 +36,10 @@ def test_schemas() -> None:
     assert schemas["relu_"] == "opforge::relu_(Tensor(a!) x) -> ()"
     assert schemas["dense"] == 'opforge::dense(Tensor x, Tensor w, Tensor? b=None, *, str activation="none") -> Tensor'
     assert schemas["scale"] == "opforge::scale(Tensor x, *, float alpha=1.) -> Tensor"
+    assert schemas["dense_grad"] == (
+        'opforge::dense_grad(Tensor dy, Tensor x, Tensor w, Tensor? y=None, *, str activation="none", '
+        "bool[3] output_mask=[True, True, True]) -> (Tensor, Tensor, Tensor)"
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -8,7 +8,14 @@ without naming any op:
 - a fake (meta) kernel per op, from the row's dtypes, shape checks and shape
   rules, so that ``torch.compile`` and ``torch.export`` trace through the ops;
 - an autograd formula per differentiable op, from the row's gradient rules:
-  backward runs the gradient ops of the table (themselves registered ops).
+  backward runs the gradient ops of the table (themselves registered ops),
+  with an ``output_mask`` that leaves out the optional outputs whose inputs
+  need no gradient.
+
+A row with optional outputs takes a last keyword ``output_mask: bool[N]``
+(one per output, all ``True`` by default, as aten's backward ops): an output
+masked ``False`` is not computed and is returned as an empty tensor (shape
+``[0]``); only optional outputs may be masked.
 
 The ops are then ``torch.ops.opforge.relu(x)``, ``torch.ops.opforge.dense(x, w,
 b, activation="relu")`` ... and, as plain functions, ``opforge.torch.relu`` etc.
@@ -72,6 +79,7 @@ def _fake_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
     label = f"{namespace}::{op.name}"
     dtypes = tuple(getattr(torch, name) for name in op.dtypes)
     names = [arg.name for arg in op.inputs]
+    num_outputs = len(op.outputs)
 
     def fail(text: str) -> None:
         raise RuntimeError(f"{label}: {text}")
@@ -79,6 +87,13 @@ def _fake_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
     def fake(*given: Optional[torch.Tensor], **attrs: Any) -> Any:
         inputs = given + (None,) * (len(names) - len(given))  # the dispatcher drops trailing defaults
         present = [t for t in inputs if t is not None]
+        mask = attrs.get("output_mask")
+        wanted = [True] * num_outputs if mask is None else [bool(m) for m in mask]
+        if len(wanted) != num_outputs:
+            fail(f"output_mask has {len(wanted)} values, expected {num_outputs} (one per output)")
+        for arg, want in zip(op.outputs, wanted):
+            if not want and not arg.optional:
+                fail(f"output {arg.name} is not optional: its output_mask value must be True")
         for name, t in zip(names, inputs):
             if t is None:
                 continue
@@ -116,7 +131,10 @@ def _fake_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
                     f"dim {check.b_dim} of {names[check.b]} ({_dims(b)})",
                 )
         outputs = []
-        for rule in op.output_shapes:
+        for rule, want in zip(op.output_shapes, wanted):
+            if not want:
+                outputs.append(present[0].new_empty([0]))  # not computed
+                continue
             if rule.kind == "like":
                 like = inputs[rule.like]
                 assert like is not None
@@ -166,7 +184,16 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
         grad_op = None if rule.op is None else table.find(rule.op)
         grad_fn = None if grad_op is None else getattr(getattr(torch.ops, namespace), grad_op.name).default
         grad_attrs = () if grad_op is None else tuple(a.name for a in grad_op.attrs if a.name in attr_names)
-        rules.append((grad_fn, grad_attrs, rule.sources, rule.produces))
+        # Per output of the gradient op: None if it must be computed, else
+        # the input of this row it produces (masked when that input needs no
+        # gradient). None altogether when the gradient op has no optional outputs.
+        optional = None
+        if grad_op is not None and any(out.optional for out in grad_op.outputs):
+            optional = tuple(
+                rule.produces[j] if out.optional and j < len(rule.produces) else None
+                for j, out in enumerate(grad_op.outputs)
+            )
+        rules.append((grad_fn, grad_attrs, rule.sources, rule.produces, optional))
 
     def gradients(
         inputs: Sequence[Optional[torch.Tensor]],
@@ -176,7 +203,7 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
         needs: Sequence[bool],
     ) -> list[Optional[torch.Tensor]]:
         result: list[Optional[torch.Tensor]] = [None] * num_inputs
-        for grad_fn, grad_attrs, sources, produces in rules:
+        for grad_fn, grad_attrs, sources, produces, optional in rules:
             if not any(0 <= p < num_inputs and needs[p] for p in produces):
                 continue
             args: list[Optional[torch.Tensor]] = []
@@ -193,7 +220,12 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
             if grad_fn is None:
                 values: Sequence[Optional[torch.Tensor]] = (args[0],)
             else:
-                value = grad_fn(*args, **{name: attrs[name] for name in grad_attrs if name in attrs})
+                kwargs = {name: attrs[name] for name in grad_attrs if name in attrs}
+                if optional is not None:
+                    kwargs["output_mask"] = [
+                        p is None or (0 <= p < num_inputs and needs[p] and inputs[p] is not None) for p in optional
+                    ]
+                value = grad_fn(*args, **kwargs)
                 values = value if isinstance(value, (tuple, list)) else (value,)
             for j, target in enumerate(produces):
                 if 0 <= target < num_inputs and inputs[target] is not None and needs[target]:
