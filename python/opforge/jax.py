@@ -14,7 +14,10 @@ the row's CUDA kernel on XLA's stream), and defines one function per row, named 
 The functions take and return ``jax.Array``\\ s and work eagerly and under
 ``jax.jit``, ``jax.grad``/``jax.vjp`` (a ``jax.custom_vjp`` built from the
 row's gradient rules, which call other rows), ``jax.vmap`` and
-``jax.shard_map``.
+``jax.shard_map``. The custom VJP uses ``symbolic_zeros``: the backward
+pass asks a gradient row only for the gradients of inputs that are
+differentiated (an optional output nobody needs, e.g. ``dense_grad``'s ``dx``
+for a first layer, is not computed: ``opf_outputs``).
 
 Calling convention
 ------------------
@@ -57,6 +60,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
 from . import get_adapter_library
 from ._capi import ffi, lib
@@ -171,6 +175,9 @@ class _Op:
         self.namespace = namespace
         self.target = _register(table, op, label)
         self.num_mutated = sum(arg.mutated for arg in op.inputs)
+        self.outputs_read = frozenset(
+            source.index for rule in op.grads for source in rule.sources if source.kind == "output"
+        )
         self.vmap_method = "broadcast_all" if op.elementwise else "sequential"
         self.alias_outputs = op.elementwise and os.environ.get("OPFORGE_JAX_ALIAS", "1") == "1"
         self.signature = self._make_signature()
@@ -287,9 +294,11 @@ class _Op:
 
     # -- the FFI call -------------------------------------------------------
 
-    def _raw(self, present: Sequence[jax.Array], mask: tuple[bool, ...], attrs: _Attrs) -> tuple[jax.Array, ...]:
+    def _raw(
+        self, present: Sequence[jax.Array], mask: tuple[bool, ...], attrs: _Attrs, outputs: tuple[bool, ...]
+    ) -> tuple[jax.Array, ...]:
         """One ffi_call: the present inputs in, the mutated inputs' new values
-        and the outputs out."""
+        and the outputs asked for (``outputs``, one flag per output) out."""
         full: list[Optional[jax.Array]] = []
         it = iter(present)
         for here in mask:
@@ -312,12 +321,20 @@ class _Op:
             # after the call (in a loop carry, a fused chain of ops), rather
             # than allocate a fresh one (it inserts a copy when it is not).
             positions = [i for i, here in enumerate(mask) if here]
+            result = len(results)
             for o, rule in enumerate(self.op.output_shapes):
+                if not outputs[o]:
+                    continue
                 if rule.kind == "like" and mask[rule.like] and positions.index(rule.like) not in aliases:
-                    aliases[positions.index(rule.like)] = len(results) + o
-        results += [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
+                    aliases[positions.index(rule.like)] = result
+                result += 1
+        # A skipped optional output has no result: the handler passes NULL for
+        # it to opf_op_run, which then does not compute it.
+        results += [jax.ShapeDtypeStruct(shape, dtype) for shape, wanted in zip(out_shapes, outputs) if wanted]
         in_mask = sum(1 << i for i, here in enumerate(mask) if here)
         kwargs: dict[str, Any] = {"opf_inputs": np.int64(in_mask)}
+        if not all(outputs):
+            kwargs["opf_outputs"] = np.int64(sum(1 << o for o, wanted in enumerate(outputs) if wanted))
         for attr, (name, value) in zip(self.op.attrs, attrs):
             encode = {"enum": str, "float": np.float64, "int": np.int64}[attr.kind]
             kwargs[name] = encode(value)
@@ -329,68 +346,122 @@ class _Op:
         return tuple(_make_varying(out, varying) for out in outs) if varying else outs
 
     @functools.lru_cache(maxsize=256)
-    def _function(self, mask: tuple[bool, ...], attrs: _Attrs) -> Callable[..., tuple[jax.Array, ...]]:
-        """The call for one presence mask and attribute values, with its custom VJP."""
+    def _function(
+        self, mask: tuple[bool, ...], attrs: _Attrs, outputs: tuple[bool, ...]
+    ) -> Callable[..., tuple[jax.Array, ...]]:
+        """The call for one input presence mask, attribute values and set of
+        outputs asked for, with its custom VJP. It returns the mutated inputs'
+        new values, then the outputs asked for (a skipped one is left out)."""
         op = self.op
+        num_outputs = len(op.outputs)
 
         @jax.custom_vjp
         def run(*present: jax.Array) -> tuple[jax.Array, ...]:
-            return self._raw(present, mask, attrs)
+            return self._raw(present, mask, attrs, outputs)
 
-        def forward(*present: jax.Array) -> tuple[tuple[jax.Array, ...], Any]:
-            # Through `run`, not the bare call: under a second differentiation
-            # the saved outputs must be differentiable too.
+        def forward(*primals: Any) -> tuple[tuple[jax.Array, ...], Any]:
+            # symbolic_zeros: each argument is a CustomVJPPrimal whose
+            # `perturbed` says whether anything differentiates through it. The
+            # flags are static; they travel to the backward rule in the
+            # structure of the residuals (None: no gradient wanted), which
+            # then asks the gradient rows only for the gradients wanted.
+            present = tuple(p.value for p in primals)
+            wanted = tuple(() if p.perturbed else None for p in primals)
+            # Through the custom-VJP function, not the bare call: under a
+            # second differentiation the saved outputs must be differentiable too.
             results = run(*present)
-            return results, (present, results)
+            return results, (present, results, wanted)
 
-        def backward(saved: Any, cotangents: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-            present, results = saved
+        def backward(saved: Any, cotangents: tuple[Any, ...]) -> tuple[Optional[jax.Array], ...]:
+            present, results, wanted = saved
             if not op.grads:
                 raise TypeError(f"{self.label} is not differentiable: its table row has no gradient rule")
             inputs: list[Optional[jax.Array]] = []
-            it = iter(present)
+            needs_grad: list[bool] = []
+            it = iter(zip(present, wanted))
             for here in mask:
-                inputs.append(next(it) if here else None)
-            outputs = results[self.num_mutated :]
-            grad_of_outputs = cotangents[self.num_mutated :]
+                x, flag = next(it) if here else (None, None)
+                inputs.append(x)
+                needs_grad.append(flag is not None)
+            # Per output: its value and its cotangent (None: not computed, a
+            # symbolic zero).
+            computed = iter(results[self.num_mutated :])
+            given = iter(cotangents[self.num_mutated :])
+            value_of: list[Optional[jax.Array]] = []
+            cotangent_of: list[Any] = []
+            for here in outputs:
+                value_of.append(next(computed) if here else None)
+                ct = next(given) if here else None
+                cotangent_of.append(None if isinstance(ct, SymbolicZero) else ct)
+            shapes = tuple(None if x is None else tuple(x.shape) for x in inputs)
+            dtype = present[0].dtype
+
+            def cotangent(o: int) -> jax.Array:
+                ct = cotangent_of[o]
+                if ct is not None:
+                    return ct
+                if value_of[o] is not None:
+                    return jnp.zeros_like(value_of[o])
+                zeros = jnp.zeros(self._output_shapes(shapes)[o], dtype)
+                return _make_varying(zeros, frozenset().union(*(_varying_axes(a) for a in present)))
+
             grads: list[Optional[jax.Array]] = [None] * len(op.inputs)
-            values = dict(attrs)
+            attr_values = dict(attrs)
             for rule in op.grads:
+                needed = [index >= 0 and inputs[index] is not None and needs_grad[index] for index in rule.produces]
+                if not any(needed):
+                    continue
+                # A gradient rule is linear in the cotangents it reads: when
+                # all of them are zero (symbolic, or of an output not
+                # computed), so is its contribution.
+                read = [source.index for source in rule.sources if source.kind == "grad"]
+                if read and all(cotangent_of[o] is None for o in read):
+                    continue
                 sources = []
                 for source in rule.sources:
                     if source.kind == "input":
                         sources.append(inputs[source.index])
                     elif source.kind == "output":
-                        sources.append(outputs[source.index])
+                        sources.append(value_of[source.index])
                     elif source.kind == "grad":
-                        sources.append(grad_of_outputs[source.index])
+                        sources.append(cotangent(source.index))
                     else:
                         sources.append(None)
                 if rule.op is None:
                     produced: Sequence[Optional[jax.Array]] = (sources[0],)
                 else:
                     grad_op = self.namespace._ops[rule.op]
-                    grad_attrs = {a.name: values[a.name] for a in grad_op.op.attrs if a.name in values}
-                    out = grad_op(*sources, **grad_attrs)
-                    produced = out if isinstance(out, tuple) else (out,)
+                    grad_attrs = {a.name: attr_values[a.name] for a in grad_op.op.attrs if a.name in attr_values}
+                    # Only the outputs whose gradient is wanted: an optional
+                    # one nobody needs is not computed (dense's dx for a
+                    # first layer's x).
+                    first = grad_op.num_mutated  # produced[j]: the mutated inputs' values, then the outputs
+                    asked = tuple(
+                        first + o < len(needed) and needed[first + o] for o in range(len(grad_op.op.outputs))
+                    )
+                    produced = grad_op._call(sources, grad_attrs, asked)
                 for j, index in enumerate(rule.produces):
-                    if index < 0 or inputs[index] is None or produced[j] is None:
+                    if j >= len(produced) or not needed[j] or produced[j] is None:
                         continue
                     g = produced[j]
                     grads[index] = g if grads[index] is None else grads[index] + g
-            return tuple(
-                grads[i] if grads[i] is not None else jnp.zeros_like(x)
-                for i, x in enumerate(inputs)
-                if x is not None
-            )
+            # None: a zero cotangent (an input nothing differentiates, or one
+            # without a rule).
+            return tuple(grads[i] for i, x in enumerate(inputs) if x is not None)
 
-        run.defvjp(forward, backward)
+        run.defvjp(forward, backward, symbolic_zeros=True)
         # Jitted, so that an eager call takes jit's compiled-call cache (one
         # compilation per shape and dtype) instead of tracing the custom VJP
         # and the FFI call again each time; under an outer jit it is inlined.
         return jax.jit(run)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def _call(
+        self, args: Sequence[Any], kwargs: dict[str, Any], outputs: Optional[tuple[bool, ...]] = None
+    ) -> tuple[Optional[jax.Array], ...]:
+        """Runs the row: the mutated inputs' new values, then one entry per
+        output. ``outputs`` (one flag per output, default all) names the
+        outputs wanted: an optional one not wanted is not computed and its
+        entry is None (a required one is computed anyway)."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -400,6 +471,14 @@ class _Op:
         arrays = self._arrays(values)
         attrs = tuple((a.name, self._attr_value(a, values[a.name])) for a in self.op.attrs)
         mask = tuple(a is not None for a in arrays)
+        out_mask = (True,) * len(self.op.outputs)
+        if outputs is not None:
+            # A required output, and one the row's gradient rules read, are
+            # computed anyway.
+            out_mask = tuple(
+                bool(wanted) or not arg.optional or o in self.outputs_read
+                for o, (wanted, arg) in enumerate(zip(outputs, self.op.outputs))
+            )
         present = [a for a in arrays if a is not None]
         # Inside shard_map, inputs that vary over different mesh axes are all
         # cast to vary over the union before the custom VJP (whose transpose
@@ -407,7 +486,12 @@ class _Op:
         varying = frozenset().union(*(_varying_axes(a) for a in present))
         if varying:
             present = [_make_varying(a, varying) for a in present]
-        results = self._function(mask, attrs)(*present)
+        results = self._function(mask, attrs, out_mask)(*present)
+        it = iter(results[self.num_mutated :])
+        return tuple(results[: self.num_mutated]) + tuple(next(it) if here else None for here in out_mask)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        results = self._call(args, kwargs)
         return results[0] if len(results) == 1 else tuple(results)
 
 
