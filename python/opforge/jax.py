@@ -60,7 +60,10 @@ from typing import Any, Callable, Optional, Sequence, Union
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.custom_derivatives import SymbolicZero
+try:
+    from jax.custom_derivatives import SymbolicZero
+except ImportError:  # where the public alias moved: its defining module
+    from jax._src.custom_derivatives import SymbolicZero  # type: ignore[no-redef]
 
 from . import get_adapter_library
 from ._capi import ffi, lib
