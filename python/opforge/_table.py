@@ -266,3 +266,14 @@ def load_table(path: Union[str, os.PathLike[str]]) -> OpTable:
         raise ValueError(f"opforge: opforge_op_table() in {path} returned NULL")
     table = ffi.cast("const opf_op_table *", int(loader.cast("uintptr_t", raw)))
     return read_table(table, owner=(loader, handle))
+
+
+def export_functions(namespace: dict[str, Any], functions: dict[str, Any], module: str) -> list[str]:
+    """Adds an adapter's op functions to its module's globals (``namespace``);
+    returns their names. ImportError if an op would shadow a name the module
+    defines itself."""
+    clashes = sorted(set(functions) & set(namespace))
+    if clashes:
+        raise ImportError(f"{module}: op names clash with the module's own names: {', '.join(clashes)}")
+    namespace.update(functions)
+    return sorted(functions)

@@ -65,7 +65,7 @@ import numpy as np
 
 from . import _status
 from ._capi import ffi, lib
-from ._table import DTYPE_CODES, ArgDef, AttrDef, OpDef, OpTable, builtin_table, load_table
+from ._table import DTYPE_CODES, ArgDef, AttrDef, OpDef, OpTable, builtin_table, export_functions, load_table
 
 __all__ = ["OpNamespace", "SKIP", "load_ops"]  # + one name per built-in op, added below
 
@@ -801,16 +801,7 @@ def load_ops(path: Union[str, os.PathLike[str]]) -> OpNamespace:
     return OpNamespace(table, table.name)
 
 
-def _export_builtins() -> list[str]:
-    functions = make_functions(builtin_table(), __name__)
-    clashes = sorted(set(functions) & set(globals()))
-    if clashes:
-        raise ImportError(f"{__name__}: op names clash with the module's own names: {', '.join(clashes)}")
-    globals().update(functions)
-    return sorted(functions)
-
-
-__all__ += _export_builtins()
+__all__ += export_functions(globals(), make_functions(builtin_table(), __name__), __name__)
 
 
 def __getattr__(name: str) -> Callable[..., Any]:

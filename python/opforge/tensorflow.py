@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import tensorflow as tf
 
 from . import get_adapter_library
-from ._table import OpDef, OpTable, builtin_table, load_table
+from ._table import OpDef, OpTable, builtin_table, export_functions, load_table
 
 __all__ = ["OpNamespace", "lib", "library_path", "load_ops", "tf_op_name"]
 
@@ -317,16 +317,7 @@ def load_ops(path: Union[str, os.PathLike[str]], prefix: Optional[str] = None) -
     return OpNamespace(raw=module, **functions)
 
 
-def _export_builtins() -> list[str]:
-    functions = _bind_table(builtin_table(), lib, BUILTIN_PREFIX, __name__)
-    clashes = sorted(set(functions) & set(globals()))
-    if clashes:
-        raise ImportError(f"{__name__}: op names clash with the module's own names: {', '.join(clashes)}")
-    globals().update(functions)
-    return sorted(functions)
-
-
-__all__ += _export_builtins()
+__all__ += export_functions(globals(), _bind_table(builtin_table(), lib, BUILTIN_PREFIX, __name__), __name__)
 
 
 def __getattr__(name: str) -> Callable[..., Any]:
