@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,8 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 from references import FLOAT_DTYPES
+from oplib import compile_op_library
 
-import opforge
 import opforge.jax as oj
 
 # "mul": y = a * b, differentiated by "mul_grad": da = dy * b, db = dy * a, both
@@ -122,17 +121,7 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("countingops")
-    source = directory / "counting_ops.c"
-    source.write_text(COUNTING_OPS_C)
-    path = directory / "libcountingops.so"
-    command = [
-        "gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-        f"-I{opforge.get_include()}", str(source), opforge.get_library(),
-        f"-Wl,-rpath,{opforge.get_library_dir()}", "-o", str(path),
-    ]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, text=True)
-    return path
+    return compile_op_library(tmp_path_factory.mktemp("countingops"), "countingops", COUNTING_OPS_C)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from references import FLOAT_DTYPES
+from oplib import compile_op_library
 
 import opforge
 import opforge.numpy as onp
@@ -87,16 +88,7 @@ OPF_EXPORT_OP_TABLE(table)
 
 
 def compile_library(directory: Path, name: str, *defines: str) -> Path:
-    source = directory / "user_ops.c"
-    source.write_text(USER_OPS_C)
-    library = directory / f"lib{name}.so"
-    command = [
-        "gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", *defines,
-        f"-I{opforge.get_include()}", str(source), opforge.get_library(),
-        f"-Wl,-rpath,{opforge.get_library_dir()}", "-lm", "-o", str(library),
-    ]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, text=True)
-    return library
+    return compile_op_library(directory, name, USER_OPS_C, *defines)
 
 
 @pytest.fixture(scope="module")

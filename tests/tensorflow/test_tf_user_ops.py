@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from oplib import compile_op_library
 
 pytest.importorskip("tensorflow")  # a clean skip without it (conftest.py)
 import tensorflow as tf  # noqa: E402
 
-import opforge  # noqa: E402
 import opforge.tensorflow as otf  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -101,17 +100,7 @@ OPF_EXPORT_OP_TABLE(table)
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("tfuserops")
-    source = directory / "user_ops.c"
-    source.write_text(USER_OPS_C)
-    path = directory / "libtfuserops.so"
-    command = [
-        "gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-        f"-I{opforge.get_include()}", str(source), opforge.get_library(),
-        f"-Wl,-rpath,{opforge.get_library_dir()}", "-lm", "-o", str(path),
-    ]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, text=True)
-    return path
+    return compile_op_library(tmp_path_factory.mktemp("tfuserops"), "tfuserops", USER_OPS_C)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
+from oplib import compile_op_library
 
-import opforge
 import opforge.torch as ot
 
 # "mul": y = a * b (same shapes), differentiated by "mul_grad", whose two
@@ -131,16 +130,7 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 @pytest.fixture(scope="module")
 def maskops(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    directory = tmp_path_factory.mktemp("torch_maskops")
-    source = directory / "mask_ops.c"
-    source.write_text(MASK_OPS_C)
-    path = directory / "libmaskops.so"
-    command = [
-        "gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-        f"-I{opforge.get_include()}", str(source), opforge.get_library(),
-        f"-Wl,-rpath,{opforge.get_library_dir()}", "-o", str(path),
-    ]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    path = compile_op_library(tmp_path_factory.mktemp("torch_maskops"), "maskops", MASK_OPS_C)
     ot.load_ops(path)
     return ctypes.CDLL(str(Path(path)))
 
