@@ -7,10 +7,13 @@
     (relu(F.linear(x, w.T, b))) and dense_grad (autograd) — odd sizes,
     misaligned views (x[1:]), transposed views, NaN/Inf, float32 and float64,
     on the default stream and on a side stream. Prints PASS/FAIL lines.
-(b) Timings (CUDA events, median of 20 after warm-up, outputs preallocated):
-    relu on 256 MiB float32 vs a device-to-device copy (y.copy_(x)) and
-    torch.relu; dense with bias + relu at 4096x4096x4096 and batch 32 vs
-    torch.relu(F.linear(...)) with TF32 off (like for like) and on.
+(b) Timings (CUDA events, median of 20 after warm-up, outputs preallocated;
+    each both with 10 calls back to back between the events — the device's
+    time per call, used for the ratios — and as one synchronized call, which
+    adds the host's launch latency): relu on 256 MiB float32 vs a
+    device-to-device copy (y.copy_(x)) and torch.relu; dense with bias + relu
+    at 4096x4096x4096 and batch 32 vs torch.relu(F.linear(...)) with TF32 off
+    (like for like) and on.
 
 Exits 1 if any check failed. Needs: python3, torch with CUDA, a CUDA build of
 libopforge ($OPFORGE_LIB, default build/libopforge.so). No network.
@@ -306,36 +309,58 @@ def check_dense() -> None:
 # --- (b) timings -----------------------------------------------------------------------
 
 
-def median_ms(fn, reps: int = 20, warmup: int = 3) -> float:
+# Two ways of timing a call, both with CUDA events, median of 20 samples after
+# warm-up, outputs preallocated:
+#   stream   BACK_TO_BACK calls enqueued between one pair of events, time / calls:
+#            the device's time per call, with the host running ahead as in a
+#            training loop. Bandwidth and FLOP/s ratios use this.
+#   single   one call between the events, synchronized after each: the GPU
+#            waits for the host's launch too (Python, ctypes, argument checks),
+#            and every sample follows a synchronization.
+BACK_TO_BACK = 10
+
+
+def median_ms(fn, reps: int = 20, warmup: int = 3, calls: int = 1) -> float:
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(calls):
+            fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / calls)
     return statistics.median(times)
+
+
+def stream_and_single(fn) -> tuple[float, float]:
+    return median_ms(fn, calls=BACK_TO_BACK), median_ms(fn)
 
 
 def bench_relu() -> None:
     n = (256 << 20) // 4  # 256 MiB of float32
     x = torch.randn(n, device="cuda")
     y = torch.empty_like(x)
-    call = Call("relu", [x], [y])
-    t_ours = median_ms(call)
-    t_copy = median_ms(lambda: y.copy_(x))
-    t_torch = median_ms(lambda: torch.relu(x))
-    t_clamp = median_ms(lambda: torch.clamp_min(x, 0, out=y))
     gbs = lambda ms: 2 * x.numel() * 4 / (ms * 1e-3) / 1e9  # noqa: E731
-    print("relu 256 MiB f32, out of place (2 x 256 MiB moved), median of 20:")
-    print(f"  opforge relu            {t_ours:8.3f} ms  {gbs(t_ours):7.0f} GB/s")
-    print(f"  y.copy_(x)              {t_copy:8.3f} ms  {gbs(t_copy):7.0f} GB/s")
-    print(f"  torch.relu(x)           {t_torch:8.3f} ms  {gbs(t_torch):7.0f} GB/s  (allocates from torch's cache)")
-    print(f"  torch.clamp_min(out=y)  {t_clamp:8.3f} ms  {gbs(t_clamp):7.0f} GB/s")
-    print(f"  ratios: opforge/copy bandwidth {t_copy / t_ours:.3f}, opforge/torch.relu speed {t_torch / t_ours:.3f}")
+    rows = {
+        "opforge relu": stream_and_single(Call("relu", [x], [y])),
+        "y.copy_(x)": stream_and_single(lambda: y.copy_(x)),
+        "torch.relu(x)": stream_and_single(lambda: torch.relu(x)),
+        "torch.clamp_min(out=y)": stream_and_single(lambda: torch.clamp_min(x, 0, out=y)),
+    }
+    print(f"relu 256 MiB f32, out of place (2 x 256 MiB moved), median of 20, stream = {BACK_TO_BACK} calls in a row:")
+    for name, (t_stream, t_single) in rows.items():
+        print(
+            f"  {name:24s} stream {t_stream:7.3f} ms {gbs(t_stream):6.0f} GB/s | "
+            f"single {t_single:7.3f} ms {gbs(t_single):6.0f} GB/s"
+        )
+    ours, copy, builtin = rows["opforge relu"], rows["y.copy_(x)"], rows["torch.relu(x)"]
+    print(
+        f"  ratios (stream): opforge/copy bandwidth {copy[0] / ours[0]:.3f}, opforge/torch.relu speed "
+        f"{builtin[0] / ours[0]:.3f}; (single): {copy[1] / ours[1]:.3f}, {builtin[1] / ours[1]:.3f}"
+    )
 
 
 def bench_dense() -> None:
@@ -344,23 +369,28 @@ def bench_dense() -> None:
         w = torch.randn(k, m, device="cuda") / 64
         b = torch.randn(m, device="cuda")
         y = torch.empty(n, m, device="cuda")
-        call = Call("dense", [x, w, b], [y], OPF_ACT_RELU)
         flop = 2.0 * n * k * m
-        t_ours = median_ms(call)
+        ours = stream_and_single(Call("dense", [x, w, b], [y], OPF_ACT_RELU))
         wt = w.t()
         res = {}
         for tf32 in (False, True):
             torch.backends.cuda.matmul.allow_tf32 = tf32
-            res[tf32] = median_ms(lambda: torch.relu(F.linear(x, wt, b)))
+            res[tf32] = stream_and_single(lambda: torch.relu(F.linear(x, wt, b)))
         torch.backends.cuda.matmul.allow_tf32 = False
         tfs = lambda ms: flop / (ms * 1e-3) / 1e12  # noqa: E731
-        print(f"dense f32 bias+relu N={n} K={k} M={m}, median of 20:")
-        print(f"  opforge dense (cuBLASLt, fp32, RELU_BIAS)   {t_ours:8.3f} ms  {tfs(t_ours):6.1f} TFLOP/s")
-        print(f"  torch relu(linear), TF32 off              {res[False]:8.3f} ms  {tfs(res[False]):6.1f} TFLOP/s")
-        print(f"  torch relu(linear), TF32 on               {res[True]:8.3f} ms  {tfs(res[True]):6.1f} TFLOP/s")
+        print(f"dense f32 bias+relu N={n} K={k} M={m}, median of 20; stream = {BACK_TO_BACK} calls back to back:")
+        for name, (t_stream, t_single) in (
+            ("opforge dense (cuBLASLt, fp32, RELU_BIAS)", ours),
+            ("torch relu(linear), TF32 off", res[False]),
+            ("torch relu(linear), TF32 on", res[True]),
+        ):
+            print(
+                f"  {name:42s} stream {t_stream:7.3f} ms {tfs(t_stream):6.1f} TFLOP/s | "
+                f"single {t_single:7.3f} ms {tfs(t_single):6.1f} TFLOP/s"
+            )
         print(
-            f"  ratios (torch time / opforge time): vs TF32 off {res[False] / t_ours:.3f} (like for like), "
-            f"vs TF32 on {res[True] / t_ours:.3f}"
+            f"  ratios (torch time / opforge time), stream: vs TF32 off {res[False][0] / ours[0]:.3f} "
+            f"(like for like), vs TF32 on {res[True][0] / ours[0]:.3f}; single: vs TF32 off {res[False][1] / ours[1]:.3f}"
         )
 
 

@@ -4,8 +4,9 @@
  *   - opf_device_guard: makes the tensors' device current for a launch and
  *     restores the caller's device on scope exit;
  *   - opf_cuda_fail / opf_cuda_check_launch: CUDA errors as opforge statuses;
- *   - opf_scratch: stream-ordered temporary buffers (cudaMallocAsync on the
- *     stream, cudaFreeAsync on scope exit: no synchronization, no cache);
+ *   - opf_scratch: stream-ordered temporary buffers (from opforge's pool of
+ *     the device, pool.h, on the stream; cudaFreeAsync on scope exit: no
+ *     synchronization);
  *   - opf_cuda_eltwise_enqueue: the elementwise engine, for dense_grad's mask.
  *
  * Every launch goes to the caller's stream; nothing here synchronizes.
@@ -21,6 +22,7 @@ extern "C" {
 #include "error.h"
 #include "tensor.h"
 }
+#include "pool.h"
 
 /* Threads per block of every opforge kernel. */
 enum { OPF_CUDA_THREADS = 256 };
@@ -83,9 +85,10 @@ struct opf_device_guard {
 struct opf_scratch {
     enum { CAPACITY = 16 };
     cudaStream_t stream;
+    cudaMemPool_t pool; /* NULL: the device's default pool */
     void *ptr[CAPACITY];
     int count;
-    explicit opf_scratch(cudaStream_t s) : stream(s), count(0) {}
+    opf_scratch(cudaStream_t s, int device) : stream(s), pool(opf_cuda_scratch_pool(device, s)), count(0) {}
     ~opf_scratch() {
         for (int i = count - 1; i >= 0; i--) {
             (void)cudaFreeAsync(ptr[i], stream);
@@ -96,7 +99,9 @@ struct opf_scratch {
         if (count == CAPACITY) {
             return opf_fail(OPF_E_INTERNAL, op, "too many scratch buffers");
         }
-        cudaError_t err = cudaMallocAsync(out, bytes > 0 ? bytes : 1, stream);
+        const size_t size = bytes > 0 ? bytes : 1;
+        cudaError_t err =
+            pool != NULL ? cudaMallocFromPoolAsync(out, size, pool, stream) : cudaMallocAsync(out, size, stream);
         if (err != cudaSuccess) {
             char what[96];
             snprintf(what, sizeof what, "cannot allocate %zu bytes of device scratch", bytes);

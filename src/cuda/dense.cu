@@ -32,8 +32,9 @@
  *
  * K = 0 gives y = act(b + 0) (zeros without a bias), as on the CPU; N = 0 or
  * M = 0 does nothing. Scratch and the GEMM workspace (at most 32 MiB, only
- * what the chosen algorithm needs) come from cudaMallocAsync on the stream and
- * are released with cudaFreeAsync after the work using them is enqueued.
+ * what the chosen algorithm needs) come from opforge's memory pool of the
+ * device (pool.h) on the stream and are released with cudaFreeAsync after the
+ * work using them is enqueued; the pool keeps them reserved for the next call.
  */
 #include <pthread.h>
 #include <string.h>
@@ -276,6 +277,39 @@ static void opf_lt_plan_store(const opf_lt_plan_key &key, const opf_lt_heuristic
     pthread_mutex_unlock(&opf_lt_plans.lock);
 }
 
+/* cuBLASLt's first choice for the problem in *o (desc and layouts set), for
+ * operands of the given alignments; OPF_LT_NOT_SUPPORTED when it has none.
+ * Only asked on a plan-cache miss: the preference object is not needed by
+ * the matmul itself. */
+opf_lt_status opf_lt_ask_heuristic(const opf_lt_api *api, opf_lt_handle handle, opf_lt_objects *o, uint32_t align_a,
+                                   uint32_t align_b, uint32_t align_d, opf_lt_heuristic *result) {
+    opf_lt_status s = api->pref_create(&o->pref);
+    if (s != OPF_LT_SUCCESS) {
+        o->pref = NULL;
+        return s;
+    }
+    const uint64_t max_workspace = OPF_LT_WORKSPACE_BYTES;
+    s = api->pref_set(o->pref, OPF_LT_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace);
+    if (s == OPF_LT_SUCCESS) {
+        s = api->pref_set(o->pref, OPF_LT_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
+    }
+    if (s == OPF_LT_SUCCESS) {
+        s = api->pref_set(o->pref, OPF_LT_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
+    }
+    if (s == OPF_LT_SUCCESS) {
+        s = api->pref_set(o->pref, OPF_LT_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d);
+    }
+    if (s == OPF_LT_SUCCESS) {
+        s = api->pref_set(o->pref, OPF_LT_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
+    }
+    if (s != OPF_LT_SUCCESS) {
+        return s;
+    }
+    int found = 0;
+    s = api->heuristic(handle, o->desc, o->a, o->b, o->d, o->d, o->pref, 1, result, &found);
+    return s == OPF_LT_SUCCESS && found == 0 ? OPF_LT_NOT_SUPPORTED : s;
+}
+
 opf_status opf_lt_fail(const opf_ctx &cx, const char *what, opf_lt_status s) {
     return opf_fail(OPF_E_INTERNAL, cx.op, "cuBLASLt %s failed: %s (%d)", what, opf_cublaslt_status_name(s), (int)s);
 }
@@ -328,29 +362,7 @@ opf_status opf_lt_matmul(const opf_ctx &cx, const opf_lt_api *api, opf_lt_handle
     if (s != OPF_LT_SUCCESS) {
         return opf_lt_fail(cx, "MatrixLayoutCreate", s);
     }
-    s = api->pref_create(&o.pref);
-    if (s != OPF_LT_SUCCESS) {
-        o.pref = NULL;
-        return opf_lt_fail(cx, "MatmulPreferenceCreate", s);
-    }
-    const uint64_t max_workspace = OPF_LT_WORKSPACE_BYTES;
     const uint32_t align_a = opf_alignment(pa), align_b = opf_alignment(pb), align_d = opf_alignment(pd);
-    s = api->pref_set(o.pref, OPF_LT_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace);
-    if (s == OPF_LT_SUCCESS) {
-        s = api->pref_set(o.pref, OPF_LT_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
-    }
-    if (s == OPF_LT_SUCCESS) {
-        s = api->pref_set(o.pref, OPF_LT_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
-    }
-    if (s == OPF_LT_SUCCESS) {
-        s = api->pref_set(o.pref, OPF_LT_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d);
-    }
-    if (s == OPF_LT_SUCCESS) {
-        s = api->pref_set(o.pref, OPF_LT_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
-    }
-    if (s != OPF_LT_SUCCESS) {
-        return opf_lt_fail(cx, "MatmulPreferenceSetAttribute", s);
-    }
     opf_lt_plan_key key;
     memset(&key, 0, sizeof key); /* padding too: keys are compared bytewise */
     key.device = cx.device;
@@ -367,9 +379,8 @@ opf_status opf_lt_matmul(const opf_ctx &cx, const opf_lt_api *api, opf_lt_handle
     key.d_rows = vd.rows, key.d_cols = vd.cols, key.ldd = vd.ld;
     opf_lt_heuristic result;
     if (!opf_lt_plan_find(key, &result)) {
-        int found = 0;
-        s = api->heuristic(handle, o.desc, o.a, o.b, o.d, o.d, o.pref, 1, &result, &found);
-        if (s == OPF_LT_NOT_SUPPORTED || (s == OPF_LT_SUCCESS && found == 0)) {
+        s = opf_lt_ask_heuristic(api, handle, &o, align_a, align_b, align_d, &result);
+        if (s == OPF_LT_NOT_SUPPORTED) {
             *supported = false;
             return OPF_OK;
         }
@@ -519,7 +530,7 @@ opf_status opf_dense_typed(const opf_tensor *const *in, const opf_tensor *const 
     if (st != OPF_OK) {
         return st;
     }
-    opf_scratch scratch((cudaStream_t)stream);
+    opf_scratch scratch((cudaStream_t)stream, y->device.id);
     opf_ctx cx = {"dense", y->device.id, opf_cuda_sm_count(y->device.id), (cudaStream_t)stream, &scratch};
     const T *bias = NULL;
     if (b != NULL) {
@@ -550,7 +561,7 @@ opf_status opf_dense_grad_typed(const opf_tensor *const *in, const opf_tensor *c
     if (st != OPF_OK) {
         return st;
     }
-    opf_scratch scratch((cudaStream_t)stream);
+    opf_scratch scratch((cudaStream_t)stream, dy->device.id);
     opf_ctx cx = {"dense_grad", dy->device.id, opf_cuda_sm_count(dy->device.id), (cudaStream_t)stream, &scratch};
     opf_mat dz = opf_mat_of(dy);
     if (relu && n > 0 && m > 0) { /* dz = dy where y > 0 */
