@@ -259,7 +259,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/opforge.h $(DESTDIR)$(PREFIX)/lib/libopforge.* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/opforge.pc
 
-FORMAT_FILES := $(shell find include src tests adapters -name '*.c' -o -name '*.h' -o -name '*.inc' | grep -v '\.inc$$')
+FORMAT_FILES := $(shell find include src tests adapters bench -name '*.c' -o -name '*.h' -o -name '*.cu' | sort)
 format:
 	clang-format -i $(FORMAT_FILES)
 format-check:

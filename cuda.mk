@@ -4,7 +4,7 @@
 #   make CUDA=0          CPU only: no nvcc, no CUDA runtime, no OPF_HAVE_CUDA
 #   make CUDA=1          require CUDA (error if nvcc or the static runtime is missing)
 #   make test-cuda       build and run build/tests/test_cuda (prints SKIP without a GPU)
-#   make gpu-check       scripts/gpu-check.sh: build, test, compute-sanitizer, benchmark
+#   make gpu-check       scripts/gpu-check.sh: build, test, compute-sanitizer, benchmarks
 #                        against PyTorch, the torch/jax adapters' CUDA tests (on a GPU
 #                        machine; see docs/gpu.md)
 #   make gpu-wheelhouse  scripts/gpu-wheelhouse.sh: download (here, with network) the
@@ -112,7 +112,15 @@ $(CUDA_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $(CUDA_LI
 	$(CC) $(TEST_FLAGS) -O2 $(CUDA_DEFS) $(if $(CUDA_INCDIR),-isystem $(CUDA_INCDIR)) -Itests/c \
 	  tests/cuda/test_cuda.c tests/c/harness.c $(CUDA_LIB_A) -o $@ $(LDLIBS) $(CUDA_LDLIBS)
 
-test-cuda: $(CUDA_TEST_BIN)
+# bench/relu_variants.cu: elementwise kernel forms vs the device copy
+# (standalone; gpu-check runs it). Built by test-cuda too, so CI compiles it.
+RELU_VARIANTS_BIN := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/bench/relu_variants)
+$(BUILD)/bench/relu_variants: bench/relu_variants.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) $(NVCC_WARN) $< -o $@
+
+test-cuda: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN)
 	@echo "== $(CUDA_TEST_BIN)"
 	@$(CUDA_TEST_BIN)
 

@@ -6,6 +6,7 @@
 #   2. build and run tests/cuda/test_cuda (GPU vs CPU for every CUDA row);
 #   3. the same test (quick set) under compute-sanitizer memcheck;
 #   4. bench/gpu_bench.py: checks against torch's CUDA built-ins, then timings;
+#      bench/relu_variants.cu: forms of the relu kernel vs the device copy;
 #   5. the C kernel tests at AVX-512 where the host CPU has it;
 #   6. the framework adapters' CUDA paths: opforge built in place with this
 #      Python, then tests/torch/test_cuda.py and tests/jax/test_jax_cuda.py
@@ -94,7 +95,7 @@ echo "exported symbols not named opf_*: $(nm -D --defined-only build/libopforge.
 
 step "build and run test_cuda"
 if make -j"$JOBS" CUDA=1 "${MAKE_RELAXED[@]}" build/tests/test_cuda; then
-    if ! build/tests/test_cuda; then
+    if ! build/tests/test_cuda 2>&1 | tee build/test_cuda.log; then
         fail "test_cuda"
     fi
 else
@@ -130,8 +131,17 @@ elif [[ -x build/tests/test_cuda ]]; then
 fi
 
 step "bench/gpu_bench.py (checks against torch, then timings)"
-if ! "$PY" bench/gpu_bench.py; then
+if ! "$PY" bench/gpu_bench.py 2>&1 | tee build/gpu_bench.log; then
     fail "gpu_bench.py"
+fi
+
+step "bench/relu_variants.cu (elementwise kernel forms vs the device copy)"
+if make CUDA=1 "${MAKE_RELAXED[@]}" build/bench/relu_variants >/dev/null; then
+    if ! build/bench/relu_variants 2>&1 | tee build/relu_variants.log; then
+        fail "relu_variants"
+    fi
+else
+    fail "build relu_variants"
 fi
 
 # Not GPU work, but this host's CPU may have AVX-512, which the development
@@ -230,5 +240,9 @@ adapters_on_gpu() {
 }
 adapters_on_gpu
 
+# The lines that go into docs/gpu.md, again at the end of the output.
+step "summary"
+grep -E "^(GPU-CHECK FAILED|FAIL)|checks: [0-9]+ failed|ratios|of copy|^(relu|dense) |^  (opforge|torch|y\.copy_)|CUDA tests:|memcheck:|^[0-9]+ passed" \
+    build/test_cuda.log build/memcheck.log build/gpu_bench.log build/relu_variants.log build/gpu-check/*.log 2>/dev/null | sed 's|^build/||' | head -60 || true
 step "done: $([[ $status == 0 ]] && echo 'all required steps passed' || echo 'FAILURES above')"
 exit $status

@@ -215,8 +215,8 @@ opf_status opf_ew_launch(const char *op, const opf_tensor *a, const opf_tensor *
              * (a capped grid looping twice measured ~10% below copy bandwidth). */
             int64_t per_block = (int64_t)OPF_CUDA_THREADS * OPF_EW_UNROLL;
             int64_t wanted = (vectors + per_block - 1) / per_block;
-            unsigned blocks = wanted > INT32_MAX ? opf_cuda_blocks(vectors, per_block, sms)
-                                                 : (unsigned)(wanted > 0 ? wanted : 1);
+            unsigned blocks =
+                wanted > INT32_MAX ? opf_cuda_blocks(vectors, per_block, sms) : (unsigned)(wanted > 0 ? wanted : 1);
             opf_ew_vector_kernel<OP, T><<<blocks, OPF_CUDA_THREADS, 0, stream>>>(n, pa, pb, py, alpha_t);
         } else {
             unsigned blocks = opf_cuda_blocks(n, OPF_CUDA_THREADS, sms);

@@ -17,19 +17,25 @@ from opforge._table import builtin_table  # noqa: E402
 
 TABLE = builtin_table()
 HAS_CUDA_ROWS = any(op.cdata.compute_cuda for op in TABLE.ops)
-pytestmark = pytest.mark.skipif(
+needs_gpu = pytest.mark.skipif(
     not (torch.cuda.is_available() and opforge.info()["cuda_devices"] > 0 and HAS_CUDA_ROWS),
     reason="needs a CUDA device, torch with CUDA and opforge built with CUDA",
 )
 DTYPES = [torch.float32, torch.float64]
 
 
+@pytest.mark.skipif(
+    torch.version.cuda is None or not HAS_CUDA_ROWS, reason="needs a CUDA build of torch and opforge built with CUDA"
+)
 def test_rows_with_a_cuda_kernel_have_a_cuda_dispatch_key() -> None:
+    """Registration needs no GPU: a CUDA build of torch is enough (libtorch_cuda
+    is loaded and exports the current-stream getter the CUDA kernels use)."""
     for op in TABLE.ops:
         has = torch._C._dispatch_has_kernel_for_dispatch_key(f"opforge::{op.name}", "CUDA")
         assert has == bool(op.cdata.compute_cuda), op.name
 
 
+@needs_gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_elementwise_match_torch(dtype: torch.dtype) -> None:
     for n in (0, 1, 17, 1023, 1 << 20):
@@ -52,6 +58,7 @@ def test_elementwise_match_torch(dtype: torch.dtype) -> None:
     torch.testing.assert_close(ot.add(t, t), t + t, rtol=0, atol=0)
 
 
+@needs_gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_dense_matches_linear(dtype: torch.dtype) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -73,6 +80,7 @@ def test_dense_matches_linear(dtype: torch.dtype) -> None:
     torch.testing.assert_close(ot.dense(x, w, b, activation="relu"), torch.relu(F.linear(x, w.t(), b)), **tol)
 
 
+@needs_gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("activation", ["none", "relu"])
 def test_dense_grad_matches_autograd_of_linear(dtype: torch.dtype, activation: str) -> None:
@@ -93,6 +101,7 @@ def test_dense_grad_matches_autograd_of_linear(dtype: torch.dtype, activation: s
             torch.testing.assert_close(a, e, **tol, msg=lambda text, name=name: f"{name}: {text}")
 
 
+@needs_gpu
 def test_uses_the_current_stream() -> None:
     x = torch.randn(1 << 22, device="cuda")
     side = torch.cuda.Stream()
@@ -102,12 +111,14 @@ def test_uses_the_current_stream() -> None:
     torch.testing.assert_close(y, torch.relu(x))
 
 
+@needs_gpu
 def test_autograd_on_cuda() -> None:
     x = torch.randn(8, 5, device="cuda", dtype=torch.float64, requires_grad=True)
     w = torch.randn(5, 3, device="cuda", dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x, w: ot.dense(x, w, activation="relu"), (x, w))
 
 
+@needs_gpu
 def test_autograd_matches_torch_on_cuda() -> None:
     """Backward through the CUDA kernels (relu_grad, dense_grad, scale, add) vs torch's own."""
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -125,6 +136,7 @@ def test_autograd_matches_torch_on_cuda() -> None:
         torch.testing.assert_close(a, e)
 
 
+@needs_gpu
 def test_mixed_devices_are_refused() -> None:
     with pytest.raises(RuntimeError, match=r"opforge::add: b is on cpu, expected cuda:0"):
         ot.add(torch.ones(3, device="cuda"), torch.ones(3))
@@ -132,6 +144,7 @@ def test_mixed_devices_are_refused() -> None:
         ot.dense(torch.ones(2, 3, device="cuda"), torch.ones(3, 4))
 
 
+@needs_gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_tensors_on_a_non_zero_device() -> None:
     x = torch.randn(1000, device="cuda:1")
