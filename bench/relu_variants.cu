@@ -118,7 +118,11 @@ static float median(std::vector<float> v) {
 int main(int argc, char **argv) {
     const int64_t mib = argc > 1 ? atoll(argv[1]) : 256;
     const int64_t n = mib * (1 << 20) / 4, nvec = n / 4;
-    int device = 0, sms = 0;
+    int device = 0, sms = 0, count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("SKIP relu_variants: no CUDA device or driver\n");
+        return 0;
+    }
     CHECK(cudaGetDevice(&device));
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     cudaDeviceProp prop;

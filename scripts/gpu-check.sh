@@ -242,7 +242,7 @@ adapters_on_gpu
 
 # The lines that go into docs/gpu.md, again at the end of the output.
 step "summary"
-grep -E "^(GPU-CHECK FAILED|FAIL)|checks: [0-9]+ failed|ratios|of copy|^(relu|dense) |^  (opforge|torch|y\.copy_)|CUDA tests:|memcheck:|^[0-9]+ passed" \
+grep -E "^(GPU-CHECK FAILED|FAIL)|checks: [0-9]+ failed|ratios|of copy|^(relu|dense) |^  (opforge|torch|y\.copy_)|CUDA tests:|memcheck:|^[0-9]+ (passed|failed|skipped)|^SKIP" \
     build/test_cuda.log build/memcheck.log build/gpu_bench.log build/relu_variants.log build/gpu-check/*.log 2>/dev/null | sed 's|^build/||' | head -60 || true
 step "done: $([[ $status == 0 ]] && echo 'all required steps passed' || echo 'FAILURES above')"
 exit $status
