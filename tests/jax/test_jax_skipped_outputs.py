@@ -19,35 +19,18 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 from references import FLOAT_DTYPES
-from oplib import compile_op_library
+from oplib import ELEMENT_ACCESS_C, compile_op_library
 
 import opforge.jax as oj
 
 # "mul": y = a * b, differentiated by "mul_grad": da = dy * b, db = dy * a, both
 # optional. mul_grad differentiates itself (a second order), and counts its
 # calls and the outputs it was asked for (mul_counts).
-COUNTING_OPS_C = r"""
-#include <opforge.h>
-
+COUNTING_OPS_C = ELEMENT_ACCESS_C + r"""
 static int64_t counts[3]; /* calls, da computed, db computed */
 
 __attribute__((visibility("default"))) void mul_counts(int64_t *out) {
     for (int i = 0; i < 3; ++i) out[i] = counts[i];
-}
-
-static int64_t count(const opf_tensor *t) {
-    int64_t n = 1;
-    for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
-    return n;
-}
-
-static double get(const opf_tensor *t, int64_t i) {
-    return t->dtype == OPF_F32 ? ((const float *)t->data)[i] : ((const double *)t->data)[i];
-}
-
-static void put(const opf_tensor *t, int64_t i, double v) {
-    if (t->dtype == OPF_F32) ((float *)t->data)[i] = (float)v;
-    else ((double *)t->data)[i] = v;
 }
 
 static opf_status mul_compute(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *attrs) {

@@ -9,6 +9,42 @@ from pathlib import Path
 
 import opforge
 
+# C helpers for the op libraries the tests write: the header, and element i
+# (flat, row-major) of a float32 or float64 tensor with any strides (NULL:
+# contiguous). Prepend to a fixture's source.
+ELEMENT_ACCESS_C = r"""
+#include <opforge.h>
+
+static inline int64_t count(const opf_tensor *t) {
+    int64_t n = 1;
+    for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
+    return n;
+}
+
+static inline int64_t offset_of(const opf_tensor *t, int64_t i) {
+    if (!t->strides) return i;
+    int64_t offset = 0, rest = i;
+    for (int32_t d = t->ndim - 1; d >= 0; --d) {
+        offset += (rest % t->shape[d]) * t->strides[d];
+        rest /= t->shape[d];
+    }
+    return offset;
+}
+
+static inline double get(const opf_tensor *t, int64_t i) {
+    const char *base = (const char *)t->data + t->byte_offset;
+    int64_t k = offset_of(t, i);
+    return t->dtype == OPF_F32 ? ((const float *)base)[k] : ((const double *)base)[k];
+}
+
+static inline void put(const opf_tensor *t, int64_t i, double v) {
+    char *base = (char *)t->data + t->byte_offset;
+    int64_t k = offset_of(t, i);
+    if (t->dtype == OPF_F32) ((float *)base)[k] = (float)v;
+    else ((double *)base)[k] = v;
+}
+"""
+
 
 def compile_op_library(directory: Path, name: str, source: str, *flags: str) -> Path:
     """Writes ``source`` to ``directory`` and builds ``lib<name>.so`` from it; returns its path."""

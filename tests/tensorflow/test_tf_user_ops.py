@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oplib import compile_op_library
+from oplib import ELEMENT_ACCESS_C, compile_op_library
 
 pytest.importorskip("tensorflow")  # a clean skip without it (conftest.py)
 import tensorflow as tf  # noqa: E402
@@ -18,24 +18,8 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 # "axpb": y = alpha * x (+ b), b optional, with gradients (an op of the table
 # and an identity rule); "negate": attributes of every kind, no gradient.
-USER_OPS_C = r"""
+USER_OPS_C = ELEMENT_ACCESS_C + r"""
 #include <math.h>
-#include <opforge.h>
-
-static int64_t count(const opf_tensor *t) {
-    int64_t n = 1;
-    for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
-    return n;
-}
-
-static double get(const opf_tensor *t, int64_t i) {
-    return t->dtype == OPF_F32 ? ((const float *)t->data)[i] : ((const double *)t->data)[i];
-}
-
-static void put(const opf_tensor *t, int64_t i, double v) {
-    if (t->dtype == OPF_F32) ((float *)t->data)[i] = (float)v;
-    else ((double *)t->data)[i] = v;
-}
 
 static opf_status axpb_compute(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *attrs) {
     for (int64_t i = 0, n = count(in[0]); i < n; ++i)

@@ -12,38 +12,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
-from oplib import compile_op_library
+from oplib import ELEMENT_ACCESS_C, compile_op_library
 
 import opforge.torch as ot
 
 # "mul": y = a * b (same shapes), differentiated by "mul_grad", whose two
 # outputs are optional and whose compute counts, per output, the calls that
 # asked for it (a non-NULL output); "twice": y = x and, optional, z = 2 x.
-MASK_OPS_C = r"""
-#include <opforge.h>
-
+MASK_OPS_C = ELEMENT_ACCESS_C + r"""
 long long mul_grad_computed[2];
 long long mul_grad_calls;
-
-static int64_t count(const opf_tensor *t) {
-    int64_t n = 1;
-    for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
-    return n;
-}
-
-static double get(const opf_tensor *t, int64_t i) {
-    int64_t offset = 0, rest = i;
-    for (int32_t d = t->ndim - 1; d >= 0; --d) {
-        offset += (rest % t->shape[d]) * t->strides[d];
-        rest /= t->shape[d];
-    }
-    return t->dtype == OPF_F32 ? ((const float *)t->data)[offset] : ((const double *)t->data)[offset];
-}
-
-static void put(const opf_tensor *t, int64_t i, double v) {
-    if (t->dtype == OPF_F32) ((float *)t->data)[i] = (float)v;
-    else ((double *)t->data)[i] = v;
-}
 
 static opf_status mul_compute(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *attrs) {
     (void)attrs;
