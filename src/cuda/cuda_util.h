@@ -85,10 +85,10 @@ struct opf_device_guard {
 struct opf_scratch {
     enum { CAPACITY = 16 };
     cudaStream_t stream;
-    cudaMemPool_t pool; /* NULL: the device's default pool */
+    int device;
     void *ptr[CAPACITY];
     int count;
-    opf_scratch(cudaStream_t s, int device) : stream(s), pool(opf_cuda_scratch_pool(device, s)), count(0) {}
+    opf_scratch(cudaStream_t s, int d) : stream(s), device(d), count(0) {}
     ~opf_scratch() {
         for (int i = count - 1; i >= 0; i--) {
             (void)cudaFreeAsync(ptr[i], stream);
@@ -100,6 +100,8 @@ struct opf_scratch {
             return opf_fail(OPF_E_INTERNAL, op, "too many scratch buffers");
         }
         const size_t size = bytes > 0 ? bytes : 1;
+        /* the pool is looked up only when a call needs scratch; NULL: the default pool */
+        cudaMemPool_t pool = opf_cuda_scratch_pool(device, stream);
         cudaError_t err =
             pool != NULL ? cudaMallocFromPoolAsync(out, size, pool, stream) : cudaMallocAsync(out, size, stream);
         if (err != cudaSuccess) {
