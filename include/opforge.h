@@ -653,13 +653,29 @@ opf_error(opf_status status, const char *fmt, ...);
     { base, 0, 0 }
 #endif
 
-#define OPF__EW_IN_PTR(i, x) const T *const opf__in_##x = (const T *)opf__in[i];
-#define OPF__EW_OUT_PTR(j, y) T *const opf__out_##y = (T *)opf__out[j];
+#define OPF__EW_IN_PTR(i, x) const T *const opf__in_##x = (const T *)opf__in[i] + opf__at;
+#define OPF__EW_OUT_PTR(j, y) T *const opf__out_##y = (T *)opf__out[j] + opf__at;
 #define OPF__EW_LOAD(i, x)                                                                                             \
     const T x = opf__in_##x[opf__i];                                                                                   \
     (void)x;
 #define OPF__EW_DECL(j, y) T y;
 #define OPF__EW_STORE(j, y) opf__out_##y[opf__i] = y;
+
+/* `count` elements from element opf__at. A loop of a constant count (the
+ * blocks) is vectorized even at GCC's -O2, whose cost model refuses loops
+ * that would need a scalar epilogue. */
+#define OPF__EW_LOOP(count, ins, outs, ...)                                                                            \
+    {                                                                                                                  \
+        OPF__EACH(OPF__EW_IN_PTR, ins)                                                                                 \
+        OPF__EACH(OPF__EW_OUT_PTR, outs)                                                                               \
+        OPF__SIMD_LOOP                                                                                                 \
+        for (int opf__i = 0; opf__i < (count); opf__i++) {                                                             \
+            OPF__EACH(OPF__EW_LOAD, ins)                                                                               \
+            OPF__EACH(OPF__EW_DECL, outs){__VA_ARGS__} OPF__EACH(OPF__EW_STORE, outs)                                  \
+        }                                                                                                              \
+    }
+
+enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of every vector length */
 
 #define OPF__EW_FN(fn, type, target, ins, outs, ...)                                                                   \
     target static void fn(int64_t opf__n, const void *const *opf__in, void *const *opf__out,                           \
@@ -670,13 +686,12 @@ opf_error(opf_status status, const char *fmt, ...);
             attrs[opf__k] = opf__attrs[opf__k];                                                                        \
         }                                                                                                              \
         (void)attrs;                                                                                                   \
-        OPF__EACH(OPF__EW_IN_PTR, ins)                                                                                 \
-        OPF__EACH(OPF__EW_OUT_PTR, outs)                                                                               \
-        OPF__SIMD_LOOP                                                                                                 \
-        for (int64_t opf__i = 0; opf__i < opf__n; opf__i++) {                                                          \
-            OPF__EACH(OPF__EW_LOAD, ins)                                                                               \
-            OPF__EACH(OPF__EW_DECL, outs){__VA_ARGS__} OPF__EACH(OPF__EW_STORE, outs)                                  \
+        int64_t opf__at = 0;                                                                                           \
+        for (; opf__at + OPF__EW_BLOCK <= opf__n; opf__at += OPF__EW_BLOCK) {                                          \
+            OPF__EW_LOOP(OPF__EW_BLOCK, ins, outs, __VA_ARGS__)                                                        \
         }                                                                                                              \
+        const int opf__rest = (int)(opf__n - opf__at);                                                                 \
+        OPF__EW_LOOP(opf__rest, ins, outs, __VA_ARGS__)                                                                \
     }
 
 #define OPF_ELTWISE_KERNEL(name, ins, outs, ...)                                                                       \

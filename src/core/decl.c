@@ -44,10 +44,11 @@ static int opf_parse_fail(opf_parser *p, const char *fmt, ...) {
     if (p->error[0] != '\0') {
         return 0;
     }
-    int used = snprintf(p->error, sizeof p->error, "at column %d: ", (int)(p->at - p->text) + 1);
+    /* While text is parsed, say where; later checks (text == NULL) name what. */
+    int used = p->text != NULL ? snprintf(p->error, sizeof p->error, "at column %d: ", (int)(p->at - p->text) + 1) : 0;
     va_list args;
     va_start(args, fmt);
-    if (used > 0 && (size_t)used < sizeof p->error) {
+    if (used >= 0 && (size_t)used < sizeof p->error) {
         vsnprintf(p->error + used, sizeof p->error - (size_t)used, fmt, args);
     }
     va_end(args);
@@ -710,8 +711,8 @@ static opf_status opf_resolve_row(opf_resolved *r, const opf_ops_decl *decl, int
     opf_parser p = {.text = d->signature, .at = d->signature, .arena = r->arena, .arena_end = r->arena_end};
     memset(parsed, 0, sizeof *parsed);
     int ok = opf_parse_signature(&p, row, parsed);
+    p.text = NULL;
     if (ok && !opf_is_snake_name(row->name)) {
-        p.at = p.text;
         ok = opf_parse_fail(&p, "op name '%s' must be lower_snake_case", row->name);
     }
     for (int32_t i = 0; ok && i < row->num_inputs + row->num_outputs + row->num_attrs; i++) {

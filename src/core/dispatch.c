@@ -134,6 +134,12 @@ static void opf_build_table(opf_kernels *table, opf_isa cap, opf_cache_sizes cac
     }
 #include "gemm.inc"
 #undef OPF_GEMM_UKERNEL
+#define OPF_COPY_UKERNEL(isa, fn)                                                                                      \
+    if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
+        table->stream_copy = fn;                                                                                       \
+    }
+#include "copy.inc"
+#undef OPF_COPY_UKERNEL
 }
 
 static opf_isa opf_isa_from_env(void) {

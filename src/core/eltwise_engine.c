@@ -5,17 +5,23 @@
  * chunks, one per thread. Strided operands are walked row by row after
  * merging dims that every operand walks contiguously; rows whose operands
  * have unit stride are passed to the kernel in place, others are gathered
- * into small stack buffers, computed, and scattered back. The split into
+ * into small stack buffers, computed, and scattered back. Large contiguous
+ * outputs are computed a block at a time into an L1-resident buffer and
+ * stored with non-temporal stores, so that every authored kernel writes
+ * memory at the copy bandwidth without knowing it. The split into
  * chunks never changes which kernel computes an element, so results do not
  * depend on the thread count.
  */
 #include <string.h>
 
 #include "engines.h"
+#include "kernels.h"
 #include "tensor.h"
 #include "threadpool.h"
 
 enum {
+    OPF_EW_STREAM_MIN_BYTES = 4 << 20,  /* outputs this large are streamed past the caches */
+    OPF_EW_STREAM_BLOCK = 4096,         /* bytes per output block computed in L1, then streamed */
     OPF_EW_OPERANDS = 2 * OPF_MAX_ARGS, /* inputs then outputs */
     OPF_EW_GRAIN = 1 << 16,             /* elements per chunk at least: a thread's start costs ~10 us */
     OPF_EW_BLOCK = 256                  /* elements per gathered block */
@@ -23,6 +29,7 @@ enum {
 
 typedef struct opf_ew_job {
     opf_eltwise_fn fn;
+    opf_copy_ukernel stream_copy;
     int32_t num_in, num_out;
     size_t elem;
     opf_attr_value attrs[OPF_MAX_ATTRS];
@@ -53,6 +60,31 @@ static void opf_ew_contiguous(void *ctx, int64_t begin, int64_t end) {
         ptr[k] = job->base[k] + (size_t)begin * job->elem;
     }
     opf_ew_call(job, end - begin, ptr);
+}
+
+/* The contiguous path for large outputs: the kernel writes each block into
+ * L1, and the block goes to memory with a streaming copy. The kernel still
+ * reads its inputs in place (an output exactly on an input is safe: a block's
+ * inputs are read before its outputs are stored). */
+static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
+    const opf_ew_job *job = ctx;
+    const int64_t block = OPF_EW_STREAM_BLOCK / (int64_t)job->elem;
+    _Alignas(64) char buf[OPF_MAX_ARGS][OPF_EW_STREAM_BLOCK];
+    char *ptr[OPF_EW_OPERANDS];
+    for (int64_t pos = begin; pos < end; pos += block) {
+        int64_t len = end - pos < block ? end - pos : block;
+        for (int32_t k = 0; k < job->num_in; k++) {
+            ptr[k] = job->base[k] + (size_t)pos * job->elem;
+        }
+        for (int32_t j = 0; j < job->num_out; j++) {
+            ptr[job->num_in + j] = buf[j];
+        }
+        opf_ew_call(job, len, ptr);
+        for (int32_t j = 0; j < job->num_out; j++) {
+            job->stream_copy((size_t)len * job->elem, buf[j], job->base[job->num_in + j] + (size_t)pos * job->elem,
+                             pos + len == end);
+        }
+    }
 }
 
 /* One run of `n` elements of the innermost dim from the given pointers. */
@@ -214,7 +246,9 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
         contiguous = contiguous && opf_tensor_is_contiguous(operands[k]);
     }
     if (contiguous) {
-        opf_parallel_for(n, OPF_EW_GRAIN, opf_ew_contiguous, &job);
+        job.stream_copy = opf_kernels_get()->stream_copy;
+        int stream = job.stream_copy != NULL && (size_t)n * job.elem >= OPF_EW_STREAM_MIN_BYTES;
+        opf_parallel_for(n, OPF_EW_GRAIN, stream ? opf_ew_streamed : opf_ew_contiguous, &job);
         return OPF_OK;
     }
     opf_ew_layout(&job, operands);

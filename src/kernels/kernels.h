@@ -35,6 +35,12 @@ typedef void (*opf_f64_gemm_ukernel)(size_t k, const double *a, int64_t rsa, int
                                      double *c, int64_t rsc, int64_t csc, size_t mr, size_t nr, const double *bias,
                                      int accumulate, int apply_relu);
 
+/* Copies `bytes` from src to dst (no overlap), with non-temporal stores
+ * where the ISA has them; `fence` after the last copy of a run orders the
+ * streamed stores before later ones (a fence per block would wait for every
+ * block to reach memory). */
+typedef void (*opf_copy_ukernel)(size_t bytes, const void *src, void *dst, int fence);
+
 typedef struct opf_gemm_f32_config {
     opf_f32_gemm_ukernel ukernel;
     size_t mr, nr;
@@ -54,6 +60,10 @@ typedef struct opf_gemm_f64_config {
 #include "gemm.inc"
 #undef OPF_GEMM_UKERNEL
 
+#define OPF_COPY_UKERNEL(isa, fn) void fn(size_t bytes, const void *src, void *dst, int fence);
+#include "copy.inc"
+#undef OPF_COPY_UKERNEL
+
 /* A type-erased kernel pointer; cast back to its family's type to call it. */
 typedef void (*opf_any_ukernel)(void);
 
@@ -70,6 +80,7 @@ typedef struct opf_kernels {
     opf_cache_sizes caches;
     opf_gemm_f32_config f32_gemm;
     opf_gemm_f64_config f64_gemm;
+    opf_copy_ukernel stream_copy;
 } opf_kernels;
 
 /* The table for the ISA in use (configured once, thread-safe). */
