@@ -189,19 +189,31 @@ static void shape_function(int index, TF_ShapeInferenceContext *ctx, TF_Status *
         if (rule->kind == OPF_SHAPE_LIKE) {
             if (handles[rule->like])
                 TF_ShapeInferenceContextSetOutput(ctx, j, handles[rule->like], status);
-        } else if (rule->kind == OPF_SHAPE_DIMS) {
-            bool known = true;
+        } else if (rule->kind == OPF_SHAPE_DIMS || rule->kind == OPF_SHAPE_BATCH) {
+            /* The leading dims of `like` (BATCH), then one dim per reference:
+             * a dim of an input, or a literal size. */
+            bool known = rule->kind == OPF_SHAPE_DIMS ||
+                         (handles[rule->like] && inputs[rule->like] && inputs[rule->like]->ndim >= rule->drop);
             for (int d = 0; d < rule->rank; ++d) {
                 int in = rule->dims[d].input;
-                if (!handles[in] || !inputs[in])
+                if (in >= 0 && (!handles[in] || !inputs[in]))
                     known = false;
             }
             if (!known)
                 continue;
             TF_ShapeHandle *result = TF_ShapeInferenceContextScalar(ctx);
             TF_ShapeHandle *part = TF_NewShapeHandle();
+            if (rule->kind == OPF_SHAPE_BATCH)
+                TF_ShapeInferenceContextSubshape(ctx, handles[rule->like], 0, inputs[rule->like]->ndim - rule->drop,
+                                                 result, status);
             for (int d = 0; d < rule->rank && TF_GetCode(status) == TF_OK; ++d) {
                 int in = rule->dims[d].input;
+                if (in < 0) {
+                    TF_ShapeHandle *size = TF_ShapeInferenceContextVectorFromSize(ctx, rule->dims[d].dim);
+                    TF_ShapeInferenceContextConcatenateShapes(ctx, result, size, result, status);
+                    TF_DeleteShapeHandle(size);
+                    continue;
+                }
                 int64_t k = rule->dims[d].dim < 0 ? rule->dims[d].dim + inputs[in]->ndim : rule->dims[d].dim;
                 TF_ShapeInferenceContextSubshape(ctx, handles[in], k, k + 1, part, status);
                 if (TF_GetCode(status) == TF_OK)
@@ -337,8 +349,8 @@ static void kernel_compute(void *opaque, TF_OpKernelContext *ctx) {
         int ndim = TF_NumDims(in_tf[i]);
         if (ndim > OPF_MAX_RANK) {
             char msg[MAX_SPEC];
-            snprintf(msg, sizeof msg, "opf_%s: %s has rank %d, above the maximum %d", op->name, op->inputs[i].name,
-                     ndim, OPF_MAX_RANK);
+            snprintf(msg, sizeof msg, "%s: %s has rank %d, above the maximum %d",
+                     op->qualname ? op->qualname : op->name, op->inputs[i].name, ndim, OPF_MAX_RANK);
             TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
             goto done;
         }

@@ -308,15 +308,10 @@ static bool read_attr(const slot *s, call *c, int a, StableIValue v, opf_attr_va
     return false;
 }
 
-/* "opforge::add: shape mismatch: ..." from the library's "opf_add: shape mismatch: ...". */
+/* "opforge::add: shape mismatch: ..." from the library's message without its
+ * "<op>: " prefix. */
 static void library_message(const slot *s) {
-    const char *text = opf_last_error();
-    size_t name_length = strlen(s->op->name);
-    if (strncmp(text, "opf_", 4) == 0 && strncmp(text + 4, s->op->name, name_length) == 0 &&
-        strncmp(text + 4 + name_length, ": ", 2) == 0) {
-        text += 4 + name_length + 2;
-    }
-    snprintf(message, sizeof message, "%s: %s", s->label, text);
+    snprintf(message, sizeof message, "%s: %s", s->label, opf_last_error_detail());
 }
 
 /* Reads output_mask (owned by c->mask) into wanted[]: every output is wanted

@@ -468,7 +468,7 @@ static XLA_FFI_Error *opf_xla_handle(int platform, int slot_index, XLA_FFI_CallF
     opf_status status = platform == OPF_XLA_CUDA ? opf_op_run_cuda(op, inputs, outputs, attrs, stream)
                                                  : opf_op_run(op, inputs, outputs, attrs);
     if (status != OPF_OK) {
-        return opf_xla_fail(frame, opf_xla_code(status), "%s: %s", label, opf_last_error());
+        return opf_xla_fail(frame, opf_xla_code(status), "%s: %s", label, opf_last_error_detail());
     }
     return NULL;
 }

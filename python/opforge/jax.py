@@ -288,10 +288,7 @@ class _Op:
         result = []
         for o in range(len(self.op.outputs)):
             status = lib.opf_op_infer_shape(self.op.cdata, pointers, o, ndim, out)
-            try:
-                _check_status(status)
-            except (TypeError, ValueError, RuntimeError) as exc:
-                raise type(exc)(f"{self.label}: {exc}") from None
+            _check_status(status, self.label)
             result.append(tuple(int(out[d]) for d in range(ndim[0])))
         return tuple(result)
 

@@ -63,7 +63,7 @@ from typing import Any, Callable, NoReturn, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _status
+from . import _status, _table
 from ._capi import ffi, lib
 from ._table import DTYPE_CODES, ArgDef, AttrDef, OpDef, OpTable, builtin_table, export_functions, load_table
 
@@ -370,19 +370,8 @@ class _OpCaller:
     def output_shape(self, output: int, arrays: Sequence[Optional[np.ndarray]]) -> Optional[tuple[int, ...]]:
         """Shape of an output by the row's rule, as ``opf_op_infer_shape``
         gives it once the shape checks pass; None if the rule cannot apply."""
-        rule = self.op.output_shapes[output]
-        if rule.kind == "like":
-            like = arrays[rule.like]
-            return None if like is None else like.shape
-        if rule.kind != "dims":
-            return None
-        shape = []
-        for ref in rule.dims:
-            arr = arrays[ref.input]
-            if arr is None or not -arr.ndim <= ref.dim < arr.ndim:
-                return None
-            shape.append(arr.shape[ref.dim])
-        return tuple(shape)
+        shape = _table.output_shape(self.op, output, [None if a is None else a.shape for a in arrays])
+        return None if shape is None else tuple(shape)
 
     def raise_failure(self, status: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NoReturn:
         """``opf_op_run`` rejected a call of the direct path. The generic path's

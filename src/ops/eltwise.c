@@ -7,7 +7,9 @@
 #include "cuda_kernels.h"
 #include "ops.h"
 
-OPF_ELTWISE_KERNEL(relu, (x), (y), y = x < 0 ? (T)0 : x;)              /* NaN stays NaN */
+/* NaN stays NaN; a denormal x gives 0 where the caller runs with denormals as
+ * zero (XLA does), as the frameworks' own relu does. */
+OPF_ELTWISE_KERNEL(relu, (x), (y), y = x > 0 ? x : (x != x ? x : (T)0);)
 OPF_ELTWISE_KERNEL(relu_grad, (dy, x), (dx), dx = x <= 0 ? (T)0 : dy;) /* a NaN x passes dy, as in PyTorch */
 OPF_ELTWISE_KERNEL(scale, (x), (y), y = (T)attrs[0].f * x;)
 OPF_ELTWISE_KERNEL(add, (a, b), (y), y = a + b;)

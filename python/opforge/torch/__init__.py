@@ -38,7 +38,7 @@ import torch
 import opforge
 
 from .._capi import ffi
-from .._table import OpDef, OpTable, builtin_table, load_table
+from .._table import OpDef, OpTable, builtin_table, check_shapes, load_table, output_shape
 
 __all__ = ["load_ops", "register_table", "library_path"]  # + one function per built-in op
 
@@ -104,47 +104,15 @@ def _fake_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
                      f"{str(present[0].dtype).removeprefix('torch.')} like the other arguments")  # fmt: skip
             if t.device != present[0].device:
                 fail(f"{name} is on {t.device}, expected {present[0].device} like the other arguments")
-        for check in op.checks:
-            a = inputs[check.a]
-            b = inputs[check.b] if check.kind != "rank" else None
-            if a is None or (check.kind != "rank" and b is None):
-                continue
-            if check.kind == "rank":
-                if a.dim() != check.rank:
-                    fail(f"{names[check.a]} must have rank {check.rank}, got rank {a.dim()} ({_dims(a)})")
-            elif check.kind == "same_shape":
-                assert b is not None
-                if a.dim() != b.dim():
-                    fail(f"shape mismatch: {names[check.a]} is {_dims(a)}, {names[check.b]} is {_dims(b)}")
-                for da, db in zip(a.shape, b.shape):
-                    torch._check(
-                        da == db,
-                        lambda: f"{label}: shape mismatch: {names[check.a]} is {_dims(a)}, {names[check.b]} is {_dims(b)}",
-                    )
-            else:
-                assert b is not None
-                if not (-a.dim() <= check.a_dim < a.dim() and -b.dim() <= check.b_dim < b.dim()):
-                    continue  # a rank check of the row reports it
-                torch._check(
-                    a.shape[check.a_dim] == b.shape[check.b_dim],
-                    lambda: f"{label}: shape mismatch: dim {check.a_dim} of {names[check.a]} ({_dims(a)}) != "
-                    f"dim {check.b_dim} of {names[check.b]} ({_dims(b)})",
-                )
+        shapes = [None if t is None else tuple(t.shape) for t in inputs]
+        check_shapes(op, shapes, fail, lambda ok, message: torch._check(ok, lambda: f"{label}: {message()}"))
         outputs = []
         for rule, want in zip(op.output_shapes, wanted):
             if not want:
                 outputs.append(present[0].new_empty([0]))  # not computed
                 continue
-            if rule.kind == "like":
-                like = inputs[rule.like]
-                assert like is not None
-                shape = list(like.shape)
-            else:
-                shape = []
-                for ref in rule.dims:
-                    source = inputs[ref.input]
-                    assert source is not None
-                    shape.append(source.shape[ref.dim])
+            shape = output_shape(op, len(outputs), shapes)
+            assert shape is not None  # the checks passed and the rule's inputs are present
             outputs.append(present[0].new_empty(shape))
         if not outputs:
             return None
