@@ -88,6 +88,11 @@ OPF_API const char *opf_last_error(void);
 OPF_API const char *opf_last_error_detail(void);
 /* Static name of a status code, e.g. "OPF_E_SHAPE". */
 OPF_API const char *opf_status_name(opf_status status);
+/* The canonical error code of a failure, numbered as absl's status codes,
+ * which TensorFlow (TF_Code) and XLA (XLA_FFI_Error_Code) share: 3 invalid
+ * argument (bad input of any kind), 8 resource exhausted (OPF_E_NOMEM), 12
+ * unimplemented (OPF_E_UNSUPPORTED), 13 internal; 0 for OPF_OK. */
+OPF_API int opf_status_code(opf_status status);
 /* Library version, e.g. "0.1.0". */
 OPF_API const char *opf_version(void);
 
@@ -138,6 +143,8 @@ typedef struct opf_tensor {
 OPF_API size_t opf_dtype_size(opf_dtype dtype);
 /* "float32", "float64", … ("invalid" for an unknown dtype). */
 OPF_API const char *opf_dtype_name(opf_dtype dtype);
+/* A set of OPF_DTYPES_* bits in words: "float32", "float32 or float64". */
+OPF_API const char *opf_dtypes_name(uint32_t dtypes);
 
 /* ------------------------------------------------------------------------ */
 /* The op table                                                              */
@@ -457,6 +464,13 @@ OPF_API opf_status opf_op_infer_shape(const opf_op_def *op, const opf_tensor *co
 
 /* Default attribute values of `op`, written to attrs[0 .. num_attrs). */
 OPF_API void opf_op_default_attrs(const opf_op_def *op, opf_attr_value *attrs);
+
+/* The index of choice `text` (`length` bytes, not necessarily NUL-terminated)
+ * of enum attribute `attr` of `op`, in *index. OPF_E_INVALID otherwise, with
+ * the message "<op>: activation must be one of 'none', 'relu', got 'tanh'".
+ * Every adapter decodes enum attributes with it. */
+OPF_API opf_status opf_op_attr_choice(const opf_op_def *op, int32_t attr, const char *text, size_t length,
+                                      int64_t *index);
 
 /* ------------------------------------------------------------------------ */
 /* Built-in ops (each is opf_op_run on its row of opf_builtin_ops())          */

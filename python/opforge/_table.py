@@ -336,6 +336,87 @@ def output_shape(op: OpDef, output: int, shapes: Sequence[Optional[Shape]]) -> O
     return shape
 
 
+# --------------------------------------------------------------------------
+# Docs
+# --------------------------------------------------------------------------
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line if line else "" for line in (text or "(undocumented)").splitlines())
+
+
+def docstring(
+    op: OpDef,
+    tensor: str,
+    extra_params: Sequence[tuple[str, str, str]] = (),
+    footer: str = "",
+    in_place: bool = True,
+) -> str:
+    """numpydoc-style docs of an op from its row, for every adapter: ``tensor``
+    names the framework's array type ("ndarray", "torch.Tensor", ...);
+    ``extra_params`` are the adapter's own parameters (name, type, doc), such
+    as NumPy's ``out``; ``footer`` ends the text. ``in_place`` False: the
+    framework's arrays are immutable, an input "written in place" is returned
+    with its new value instead (JAX)."""
+    dtypes = " or ".join(op.dtypes)
+    lines = [op.doc or "(undocumented)", ""]
+    if op.signature:
+        lines += [f"Signature: ``{op.signature}``", ""]
+    lines += ["Parameters", "----------"]
+    for arg in op.inputs:
+        written = ", modified in place" if in_place else ", its new value returned"
+        kind = f"{tensor} of {dtypes}" + (written if arg.mutated else "")
+        lines += [f"{arg.name} : {kind}{', optional' if arg.optional else ''}", _indent(arg.doc)]
+    for attr in op.attrs:
+        kind = "{" + ", ".join(repr(c) for c in attr.choices) + "}" if attr.kind == "enum" else attr.kind
+        lines += [f"{attr.name} : {kind}, default {attr.default!r}", _indent(attr.doc)]
+    for name, kind, doc in extra_params:
+        lines += [f"{name} : {kind}", _indent(doc)]
+    lines += ["", "Returns", "-------"]
+    for arg in [a for a in op.inputs if a.mutated] + list(op.outputs):
+        lines += [f"{arg.name} : {tensor}", _indent(arg.doc)]
+    if footer:
+        lines += ["", footer]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Gradients: the row's rules, run with a framework's values
+# --------------------------------------------------------------------------
+
+
+def run_grad_rules(
+    op: OpDef,
+    needs: Sequence[bool],
+    value: Callable[[GradSource], Any],
+    call: Callable[[str, list[Any], list[bool]], Sequence[Any]],
+    skip: Optional[Callable[[GradDef], bool]] = None,
+) -> list[Any]:
+    """The gradient of each input of ``op`` by its table rules, in a
+    framework's values; None where no rule gives one (or none is needed).
+
+    ``needs[i]``: whether input i needs a gradient (and is present).
+    ``value(source)``: a rule's argument: a forward input or output, the
+    gradient flowing into an output (zeros where there is none), or None.
+    ``call(op_name, args, wanted)``: runs the gradient op; ``wanted[j]`` says
+    whether its output j is used (an optional output nobody wants need not be
+    computed); returns its outputs in order (None for one not computed).
+    ``skip(rule)``: True for a rule known to contribute zero (JAX: all the
+    cotangents it reads are symbolic zeros). Contributions to one input add up.
+    """
+    grads: list[Any] = [None] * len(op.inputs)
+    for rule in op.grads:
+        wanted = [0 <= target < len(needs) and needs[target] for target in rule.produces]
+        if not any(wanted) or (skip is not None and skip(rule)):
+            continue
+        args = [value(source) for source in rule.sources]
+        produced = (args[0],) if rule.op is None else call(rule.op, args, wanted)
+        for j, target in enumerate(rule.produces):
+            if wanted[j] and j < len(produced) and produced[j] is not None:
+                grads[target] = produced[j] if grads[target] is None else grads[target] + produced[j]
+    return grads
+
+
 def read_table(table: Any, owner: Any = None) -> OpTable:
     """Validates a ``const opf_op_table *`` and reads all its rows.
 

@@ -52,6 +52,7 @@ cdef extern from "opforge.h" nogil:
     const char *opf_last_error()
     const char *opf_last_error_detail()
     const char *opf_status_name(opf_status status)
+    int opf_status_code(opf_status status)
     const char *opf_version()
 
     # -- tensors ------------------------------------------------------------
@@ -82,6 +83,7 @@ cdef extern from "opforge.h" nogil:
 
     size_t opf_dtype_size(opf_dtype dtype)
     const char *opf_dtype_name(opf_dtype dtype)
+    const char *opf_dtypes_name(uint32_t dtypes)
 
     # -- the op table -------------------------------------------------------
 
@@ -231,6 +233,8 @@ cdef extern from "opforge.h" nogil:
     opf_status opf_op_infer_shape(const opf_op_def *op, const opf_tensor *const *inputs, int32_t output,
                                   int32_t *ndim, int64_t *shape)
     void opf_op_default_attrs(const opf_op_def *op, opf_attr_value *attrs)
+    opf_status opf_op_attr_choice(const opf_op_def *op, int32_t attr, const char *text, size_t length,
+                                  int64_t *index)
 
     ctypedef struct opf_op_decl:
         const char *signature

@@ -602,31 +602,14 @@ def _signature(op: OpDef, label: str) -> inspect.Signature:
         raise ValueError(f"{label}: the op's arguments cannot form a Python signature: {exc}") from None
 
 
-def _indent(text: str) -> str:
-    return "\n".join("    " + line if line else "" for line in (text or "(undocumented)").splitlines())
-
-
 def _docstring(op: OpDef) -> str:
     """numpydoc-style docs from the row's docs (help() shows the signature itself)."""
-    dtypes = " or ".join(op.dtypes)
-    lines = [op.doc or "(undocumented)", "", "Parameters", "----------"]
-    for arg in op.inputs:
-        kind = f"ndarray of {dtypes}, modified in place" if arg.mutated else f"array_like of {dtypes}"
-        lines += [f"{arg.name} : {kind}{', optional' if arg.optional else ''}", _indent(arg.doc)]
-    for attr in op.attrs:
-        if attr.kind == "enum":
-            kind = "{" + ", ".join(repr(c) for c in attr.choices) + "}"
-        else:
-            kind = attr.kind
-        lines += [f"{attr.name} : {kind}, default {attr.default!r}", _indent(attr.doc)]
+    extra = []
     if op.outputs:
         names = ", ".join(o.name for o in op.outputs)
         what = "an array" if len(op.outputs) == 1 else f"a tuple of arrays ({names}); None allocates, SKIP omits an optional one"
-        lines += ["out : ndarray or tuple, optional", _indent(f"Where to write the result: {what}.")]
-    lines += ["", "Returns", "-------"]
-    for arg in [a for a in op.inputs if a.mutated] + list(op.outputs):
-        lines += [f"{arg.name} : ndarray", _indent(arg.doc)]
-    return "\n".join(lines)
+        extra.append(("out", "ndarray or tuple, optional", f"Where to write the result: {what}."))
+    return _table.docstring(op, "ndarray", extra)
 
 
 def _direct_function(caller: _OpCaller) -> Callable[..., Any]:

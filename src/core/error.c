@@ -78,6 +78,25 @@ const char *opf_status_name(opf_status status) {
     return "OPF_E_UNKNOWN";
 }
 
+int opf_status_code(opf_status status) {
+    switch (status) {
+    case OPF_OK: return 0;
+    case OPF_E_NOMEM: return 8;
+    case OPF_E_UNSUPPORTED: return 12;
+    case OPF_E_INTERNAL: return 13;
+    default: return 3;
+    }
+}
+
+const char *opf_dtypes_name(uint32_t dtypes) {
+    switch (dtypes & (OPF_DTYPES_F32 | OPF_DTYPES_F64)) {
+    case OPF_DTYPES_F32: return "float32";
+    case OPF_DTYPES_F64: return "float64";
+    case OPF_DTYPES_F32 | OPF_DTYPES_F64: return "float32 or float64";
+    default: return "no dtype";
+    }
+}
+
 const char *opf_version(void) {
     return OPF_STR(OPF_VERSION_MAJOR) "." OPF_STR(OPF_VERSION_MINOR) "." OPF_STR(OPF_VERSION_PATCH);
 }

@@ -4,6 +4,7 @@
  * output shapes, and running a row. Everything here is driven by the row's
  * declarations; no op is named.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "engines.h"
@@ -221,6 +222,16 @@ void opf_op_default_attrs(const opf_op_def *op, opf_attr_value *attrs) {
     }
 }
 
+/* "'none', 'relu'" into buf. */
+static const char *opf_choices_text(const opf_attr_def *attr, char *buf, size_t capacity) {
+    buf[0] = '\0';
+    for (int32_t c = 0; c < OPF_MAX_CHOICES && attr->choices[c] != NULL; c++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, capacity - used, "%s'%s'", c ? ", " : "", attr->choices[c]);
+    }
+    return buf;
+}
+
 static int32_t opf_num_choices(const opf_attr_def *attr) {
     int32_t n = 0;
     while (n < OPF_MAX_CHOICES && attr->choices[n] != NULL) {
@@ -229,20 +240,31 @@ static int32_t opf_num_choices(const opf_attr_def *attr) {
     return n;
 }
 
+opf_status opf_op_attr_choice(const opf_op_def *op, int32_t attr, const char *text, size_t length, int64_t *index) {
+    opf_clear_error();
+    if (op == NULL || index == NULL || attr < 0 || attr >= op->num_attrs || op->attrs[attr].type != OPF_ATTR_ENUM) {
+        return opf_fail(OPF_E_INVALID, "opf_op_attr_choice", "needs an op, an enum attribute of it and an index");
+    }
+    const opf_attr_def *def = &op->attrs[attr];
+    for (int32_t c = 0; c < opf_num_choices(def); c++) {
+        if (text != NULL && strlen(def->choices[c]) == length && memcmp(def->choices[c], text, length) == 0) {
+            *index = c;
+            return OPF_OK;
+        }
+    }
+    char names[OPF_MAX_CHOICES * 36];
+    int shown = (int)(length > 200 ? 200 : length);
+    return opf_fail(OPF_E_INVALID, opf_label(op), "%s must be one of %s, got '%.*s'", def->name,
+                    opf_choices_text(def, names, sizeof names), shown, text != NULL ? text : "");
+}
+
 static opf_status opf_check_attrs(const opf_op_def *op, const opf_attr_value *attrs) {
     for (int32_t i = 0; i < op->num_attrs; i++) {
         const opf_attr_def *attr = &op->attrs[i];
-        if (attr->type == OPF_ATTR_ENUM) {
-            int32_t n = opf_num_choices(attr);
-            if (attrs[i].i < 0 || attrs[i].i >= n) {
-                char names[OPF_MAX_CHOICES * 32] = "";
-                for (int32_t c = 0; c < n; c++) {
-                    strncat(names, c ? ", " : "", sizeof names - strlen(names) - 1);
-                    strncat(names, attr->choices[c], sizeof names - strlen(names) - 1);
-                }
-                return opf_fail(OPF_E_INVALID, opf_label(op), "%s must be one of %s; got choice index %lld", attr->name,
-                                names, (long long)attrs[i].i);
-            }
+        if (attr->type == OPF_ATTR_ENUM && (attrs[i].i < 0 || attrs[i].i >= opf_num_choices(attr))) {
+            char names[OPF_MAX_CHOICES * 36];
+            return opf_fail(OPF_E_INVALID, opf_label(op), "%s must be one of %s; got choice index %lld", attr->name,
+                            opf_choices_text(attr, names, sizeof names), (long long)attrs[i].i);
         }
     }
     return OPF_OK;

@@ -38,7 +38,7 @@ import torch
 import opforge
 
 from .._capi import ffi
-from .._table import OpDef, OpTable, builtin_table, check_shapes, load_table, output_shape
+from .._table import GradSource, OpDef, docstring, OpTable, builtin_table, check_shapes, load_table, output_shape, run_grad_rules
 
 __all__ = ["load_ops", "register_table", "library_path"]  # + one function per built-in op
 
@@ -147,21 +147,18 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
     handle = getattr(getattr(torch.ops, namespace), op.name).default._handle
     num_inputs = len(op.inputs)
     attr_names = {attr.name for attr in op.attrs}
-    rules = []
+    # Per gradient op: its operator, the forward attributes it takes, and
+    # whether it has optional outputs (then its output_mask skips unwanted ones).
+    grad_ops: dict[str, tuple[Any, tuple[str, ...], Optional[tuple[bool, ...]]]] = {}
     for rule in op.grads:
         grad_op = None if rule.op is None else table.find(rule.op)
-        grad_fn = None if grad_op is None else getattr(getattr(torch.ops, namespace), grad_op.name).default
-        grad_attrs = () if grad_op is None else tuple(a.name for a in grad_op.attrs if a.name in attr_names)
-        # Per output of the gradient op: None if it must be computed, else
-        # the input of this row it produces (masked when that input needs no
-        # gradient). None altogether when the gradient op has no optional outputs.
-        optional = None
-        if grad_op is not None and any(out.optional for out in grad_op.outputs):
-            optional = tuple(
-                rule.produces[j] if out.optional and j < len(rule.produces) else None
-                for j, out in enumerate(grad_op.outputs)
+        if grad_op is not None:
+            optional = tuple(out.optional for out in grad_op.outputs)
+            grad_ops[grad_op.name] = (
+                getattr(getattr(torch.ops, namespace), grad_op.name).default,
+                tuple(a.name for a in grad_op.attrs if a.name in attr_names),
+                optional if any(optional) else None,
             )
-        rules.append((grad_fn, grad_attrs, rule.sources, rule.produces, optional))
 
     def gradients(
         inputs: Sequence[Optional[torch.Tensor]],
@@ -170,36 +167,26 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
         grads: Sequence[Optional[torch.Tensor]],
         needs: Sequence[bool],
     ) -> list[Optional[torch.Tensor]]:
-        result: list[Optional[torch.Tensor]] = [None] * num_inputs
-        for grad_fn, grad_attrs, sources, produces, optional in rules:
-            if not any(0 <= p < num_inputs and needs[p] for p in produces):
-                continue
-            args: list[Optional[torch.Tensor]] = []
-            for source in sources:
-                if source.kind == "input":
-                    args.append(inputs[source.index])
-                elif source.kind == "output":
-                    args.append(outputs[source.index])
-                elif source.kind == "grad":
-                    g = grads[source.index]
-                    args.append(torch.zeros_like(outputs[source.index]) if g is None else g)
-                else:
-                    args.append(None)
-            if grad_fn is None:
-                values: Sequence[Optional[torch.Tensor]] = (args[0],)
-            else:
-                kwargs = {name: attrs[name] for name in grad_attrs if name in attrs}
-                if optional is not None:
-                    kwargs["output_mask"] = [
-                        p is None or (0 <= p < num_inputs and needs[p] and inputs[p] is not None) for p in optional
-                    ]
-                value = grad_fn(*args, **kwargs)
-                values = value if isinstance(value, (tuple, list)) else (value,)
-            for j, target in enumerate(produces):
-                if 0 <= target < num_inputs and inputs[target] is not None and needs[target]:
-                    g = values[j]
-                    result[target] = g if result[target] is None else result[target] + g
-        return result
+        def value(source: GradSource) -> Optional[torch.Tensor]:
+            if source.kind == "input":
+                return inputs[source.index]
+            if source.kind == "output":
+                return outputs[source.index]
+            if source.kind == "grad":
+                g = grads[source.index]
+                return torch.zeros_like(outputs[source.index]) if g is None else g
+            return None
+
+        def call(name: str, args: list[Any], wanted: list[bool]) -> Sequence[Any]:
+            grad_fn, grad_attrs, optional = grad_ops[name]
+            kwargs = {a: attrs[a] for a in grad_attrs if a in attrs}
+            if optional is not None:
+                kwargs["output_mask"] = [not opt or (j < len(wanted) and wanted[j]) for j, opt in enumerate(optional)]
+            result = grad_fn(*args, **kwargs)
+            return result if isinstance(result, (tuple, list)) else (result,)
+
+        present = [need and inputs[i] is not None for i, need in enumerate(needs[:num_inputs])]
+        return run_grad_rules(op, present, value, call)
 
     class Function(torch.autograd.Function):
         @staticmethod
@@ -303,7 +290,7 @@ def _function(packet: Any, op: OpDef) -> Callable[..., Any]:
         return values[0] if len(values) == 1 else tuple(values)
 
     call.__name__ = call.__qualname__ = op.name
-    call.__doc__ = op.doc
+    call.__doc__ = docstring(op, "torch.Tensor")
     return call
 
 
