@@ -37,15 +37,16 @@ Calling convention
 
 vmap
 ----
-A row flagged elementwise uses ``vmap_method="broadcast_all"``: an
-elementwise kernel is indifferent to one more leading axis, so the batched
-operands go to a single kernel call (an unbatched operand is broadcast first,
-since elementwise rows such as add take same-shape inputs). Other rows use
-``"sequential"``: the table says nothing about how a batch axis maps through
-their shape rule (dense is rank-2 only), so vmap runs one call per batch
-element in a loop inside the compiled program (correct for any row, not
-fast). A shape rule cannot justify folding the batch into a dimension: it
-does not say that the rows are independent.
+A row whose every input has leading dims "..." in its signature (every
+elementwise row; a row-wise row such as ``rowsum(x[..., M])``), or a
+hand-written row flagged elementwise, uses ``vmap_method="broadcast_all"``:
+its kernel is indifferent to one more leading axis (the signature says the
+leading dims are independent rows), so the batched operands go to a single
+kernel call (an unbatched operand is broadcast first, since "..." must be
+equal across arguments). Other rows use ``"sequential"``: nothing says how a
+batch axis maps through their shape rule (dense is rank-2 only; an input such
+as ``w[M]`` is shared by all rows), so vmap runs one call per batch element
+in a loop inside the compiled program (correct for any row, not fast).
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ class _Op:
         self.outputs_read = frozenset(
             source.index for rule in op.grads for source in rule.sources if source.kind == "output"
         )
-        self.vmap_method = "broadcast_all" if op.elementwise else "sequential"
+        batched = all(arg.core_dims is not None for arg in op.inputs)
+        self.vmap_method = "broadcast_all" if op.elementwise or batched else "sequential"
         self.alias_outputs = op.elementwise and os.environ.get("OPFORGE_JAX_ALIAS", "1") == "1"
         self.signature = self._make_signature()
 

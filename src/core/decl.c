@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,8 +160,8 @@ static int opf_parse_pattern(opf_parser *p, opf_pattern *pat) {
             char *end;
             errno = 0;
             long long size = strtoll(p->at, &end, 10);
-            if (errno != 0 || size < 0) {
-                return opf_parse_fail(p, "bad dim size");
+            if (errno != 0 || size < 0 || size > INT32_MAX) {
+                return opf_parse_fail(p, "a literal dim size must be between 0 and %d", INT32_MAX);
             }
             p->at = end;
             pat->sym[pat->ndims] = -1;
@@ -452,10 +453,6 @@ static int opf_output_rule(opf_parser *p, const opf_op_def *row, const opf_parse
     rule->rank = pat->ndims;
     for (int32_t d = 0; d < pat->ndims; d++) {
         if (pat->sym[d] < 0) {
-            if (pat->size[d] > INT32_MAX) {
-                return opf_parse_fail(p, "output '%s': size %lld is too large", row->outputs[o].name,
-                                      (long long)pat->size[d]);
-            }
             rule->dims[d] = (opf_dim_ref){.input = -1, .dim = (int32_t)pat->size[d]};
         } else if (!opf_find_symbol(row, parsed, pat->sym[d], &rule->dims[d].input, &rule->dims[d].dim)) {
             return opf_parse_fail(p, "output '%s': dim '%s' is not a dim of any input", row->outputs[o].name,

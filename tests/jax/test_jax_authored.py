@@ -57,3 +57,14 @@ def test_errors_name_the_op(myops: oj.OpNamespace) -> None:
         myops.rowsum(jnp.float32(1))
     with pytest.raises(ValueError, match=r"myops\.softplus_grad: shape mismatch"):
         myops.softplus_grad(jnp.ones(3), jnp.ones(4))
+
+
+def test_row_ops_batch_in_one_call(myops: oj.OpNamespace) -> None:
+    """Every input of rowsum has "..." in its signature: vmap adds the batch
+    axis to the rows of one call instead of looping."""
+    assert myops.rowsum.__doc__ is not None and "broadcast_all" in myops.rowsum.__doc__
+    x = jnp.asarray(np.random.default_rng(3).standard_normal((4, 3, 6)))
+    dy = jnp.ones((4, 3))
+    np.testing.assert_allclose(jax.vmap(myops.rowsum_grad)(dy, x), jnp.ones_like(x))
+    text = jax.jit(jax.vmap(myops.rowsum)).lower(x).as_text()
+    assert text.count("custom_call") == 1 and "while" not in text

@@ -121,3 +121,16 @@ def test_generated_docs(myops: onp.OpNamespace) -> None:
     doc = myops.rowsum.__doc__ or ""
     assert "Sum over the last axis." in doc
     assert myops.__opforge_table__.find("rowsum").signature == "rowsum(x[..., M]) -> y[...]"
+
+
+@pytest.mark.slow
+def test_authored_op_over_2_pow_31_elements(myops: onp.OpNamespace) -> None:
+    """8 GiB of float32 through an authored kernel, in place (OPFORGE_BIG_TESTS=1)."""
+    n = 2**31 + 5
+    x = np.zeros(n, np.float32)
+    probes = np.array([0, 1, 2**31 - 2, 2**31 - 1, 2**31, 2**31 + 1, n - 1])
+    x[probes] = np.arange(1, probes.size + 1, dtype=np.float32)
+    assert myops.my_op(x, factor=3.0, out=x) is x
+    np.testing.assert_array_equal(x[probes], 3 * np.arange(1, probes.size + 1))
+    x[probes] = 0
+    assert not x.any()

@@ -88,3 +88,18 @@ def test_errors_name_the_op(myops: Any) -> None:
         myops.softplus_grad(torch.ones(3), torch.ones(4))
     with pytest.raises(RuntimeError, match=r"myops::softplus: x has dtype int32"):
         myops.softplus(torch.ones(3, dtype=torch.int32))
+
+
+def test_a_row_without_gradient_rules_refuses_backward(myops: Any) -> None:
+    """softplus_grad declares no gradient: a second derivative through softplus
+    is an error naming the op, never zeros, eagerly and under torch.compile."""
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(myops.softplus(x).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"myops::softplus_grad is not differentiable: its table row has no gradient"):
+        g.sum().backward()
+    dy = torch.ones(5, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"myops::softplus_grad is not differentiable"):
+        myops.softplus_grad(dy, x).sum().backward()
+    compiled = torch.compile(lambda a, b: myops.softplus_grad(a, b).sum(), fullgraph=True)
+    with pytest.raises(Exception, match=r"myops::softplus_grad is not differentiable"):
+        compiled(dy, x).backward()

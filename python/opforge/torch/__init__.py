@@ -218,6 +218,35 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
     return kernel
 
 
+def _no_grad_rule_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
+    """Autograd kernel of a row without gradient rules: it runs the op, and a
+    backward through it raises, naming the op, rather than give silent zeros
+    (PyTorch's default for an operator without an autograd kernel)."""
+    handle = getattr(getattr(torch.ops, namespace), op.name).default._handle
+    message = f"{namespace}::{op.name} is not differentiable: its table row has no gradient rule"
+
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, keyset: Any, attrs: dict[str, Any], *args: Any) -> Any:  # type: ignore[override]
+            with _BELOW_AUTOGRAD():
+                return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
+            raise RuntimeError(message)
+
+    Function.__name__ = f"{namespace}_{op.name}_NotDifferentiable"
+
+    def kernel(keyset: Any, *args: Any, **attrs: Any) -> Any:
+        if _grad_enabled() and _any_requires_grad(*args):
+            return Function.apply(keyset, attrs, *args)
+        with _BELOW_AUTOGRAD():
+            return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
+
+    kernel.__name__ = f"{op.name}_no_grad_rule"
+    return kernel
+
+
 def _refuse_grad_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
     """Autograd kernel of an op that mutates inputs and has no gradient rule:
     it refuses a mutated input that requires grad (with grad mode on), as
@@ -269,6 +298,8 @@ def register_table(table: OpTable) -> Any:
             kernel = _refuse_grad_kernel(namespace, op)
         elif op.grads:
             kernel = _autograd_kernel(namespace, op, table)
+        else:
+            kernel = _no_grad_rule_kernel(namespace, op)
         if kernel is not None:
             library = torch.library.Library(namespace, "IMPL")
             library.impl(op.name, kernel, "Autograd", with_keyset=True)
