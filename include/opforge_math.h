@@ -1,0 +1,565 @@
+/*
+ * opforge_math.h — elementary functions that vectorize, for kernel authors.
+ *
+ * A kernel author writes the per-element math of a loop in plain C; opforge
+ * compiles that loop once per ISA and the compiler vectorizes it. A call to
+ * libm (expf, tanh, ...) stays a scalar call per element in such a loop, so
+ * this header provides the functions ML kernels need as branch-free
+ * `static inline` C that GCC and clang inline and vectorize:
+ *
+ *   float               double              type-generic (C11 _Generic; C++ overloads)
+ *   opf_exp_f32(x)      opf_exp_f64(x)      opf_exp(x)       e^x
+ *   opf_expm1_f32(x)    opf_expm1_f64(x)    opf_expm1(x)     e^x - 1
+ *   opf_log_f32(x)      opf_log_f64(x)      opf_log(x)       natural logarithm
+ *   opf_log1p_f32(x)    opf_log1p_f64(x)    opf_log1p(x)     log(1 + x)
+ *   opf_tanh_f32(x)     opf_tanh_f64(x)     opf_tanh(x)
+ *   opf_erf_f32(x)      opf_erf_f64(x)      opf_erf(x)
+ *   opf_sigmoid_f32(x)  opf_sigmoid_f64(x)  opf_sigmoid(x)   1 / (1 + e^-x)
+ *   opf_sqrt_f32(x)     opf_sqrt_f64(x)     opf_sqrt(x)      correctly rounded (see below)
+ *   opf_fabs_f32(x)     opf_fabs_f64(x)     opf_fabs(x)
+ *   opf_fmin_f32(a, b)  ...                 opf_fmin(a, b)   C fmin/fmax: a NaN operand is ignored
+ *   opf_fmax_f32(a, b)  ...                 opf_fmax(a, b)     (NaN only if both are NaN)
+ *   opf_minimum_f32(a, b) ...               opf_minimum(a, b) NumPy minimum/maximum: a NaN operand
+ *   opf_maximum_f32(a, b) ...               opf_maximum(a, b)   wins (NaN propagates)
+ *   opf_select_f32(c, a, b) ...             opf_select(c, a, b) c ? a : b, as a bitwise blend
+ *
+ * The type-generic forms take float or double; any other argument type (an
+ * integer, long double) goes to the double version, as <tgmath.h> would
+ * convert an integer. In C++ they are overloads for float and double.
+ *
+ * Accuracy (ulp of the result, including the final rounding; measured against
+ * glibc evaluated in double for float, and in long double for double):
+ *
+ *   function   float max ulp     double max ulp
+ *   exp        (filled in)       (filled in)
+ *
+ * Float errors are the maximum over every one of the 2^32 inputs; double
+ * errors are the maximum over dense sweeps, boundary values and millions of
+ * random inputs (tests/c/test_math.c asserts a bound on each). They hold with
+ * or without contraction of a*b+c into FMA (see "ISA variants" below).
+ *
+ * Special values follow C99 Annex F (glibc): a NaN input gives a NaN; exp(+inf)
+ * = +inf, exp(-inf) = +0, overflow gives +inf and underflow returns the
+ * correctly scaled subnormal or 0 (results in the subnormal range are
+ * computed, not flushed); expm1(-inf) = -1; log(0) = -inf, log(x < 0) = NaN,
+ * log(+inf) = +inf; log1p(-1) = -inf, log1p(x < -1) = NaN; tanh(+-inf) = +-1,
+ * erf(+-inf) = +-1, sigmoid(-inf) = 0 (and sigmoid of a large negative x is a
+ * tiny positive number or 0, never NaN), sigmoid(+inf) = 1. Signed zeros are
+ * kept where libm keeps them: expm1, log1p, tanh, erf and sqrt of -0 are -0.
+ * Floating-point exception flags and errno are not set as libm would.
+ *
+ * How these are written (for anyone adding one):
+ *   - no branches: every path is computed and the result picked with
+ *     opf_select, a bitwise blend. A plain `c ? a : b` whose arm is computed
+ *     only for that arm is not vectorized by GCC on AVX2 or SSE under the
+ *     default -ftrapping-math (GCC sinks the computation into a branch and
+ *     will not speculate a floating-point operation that might trap; AVX-512
+ *     gets masked operations instead). A ternary between values that are
+ *     computed anyway (clamping x to a range) is fine;
+ *   - bits are moved between float and integer with memcpy (no unions, so the
+ *     header is also valid C++); integer work is unsigned and of the element's
+ *     width (uint32_t for float, uint64_t for double) so that no conversion
+ *     between widths, and no int64 <-> double conversion (absent before
+ *     AVX-512), is needed;
+ *   - range reduction rounds with the 1.5*2^23 (2^52) constant: (x + C) - C
+ *     rounds x to an integer in round-to-nearest mode and leaves that integer
+ *     in the low bits of x + C. __builtin_rintf would be clearer but is a libm
+ *     call per element at the x86-64 baseline (SSE2);
+ *   - no tables (gathers are slow), no calls that are not inlined: every
+ *     function is always_inline.
+ *
+ * Compiler flags: nothing is needed. Do not compile code that uses this header
+ * with -ffast-math, -fassociative-math or -ffinite-math-only: they fold away
+ * (x + C) - C and the NaN/Inf tests. opf_sqrt vectorizes only with
+ * -fno-math-errno (GCC and clang both keep sqrt a libm call when errno must be
+ * set for negative inputs; its results are correctly rounded either way).
+ *
+ * ISA variants: GCC in ISO C mode (-std=c11, as opforge builds) does not
+ * contract a*b+c into an FMA (-ffp-contract=off), so a loop built for
+ * baseline, AVX2 and AVX-512 gives bit-identical results. GNU C mode
+ * (-std=gnu11, GCC's default), clang (-ffp-contract=on) and nvcc do contract
+ * where FMA is available; results then differ between ISA variants in the last
+ * bit on some inputs, always within the bounds above (the algorithms do not
+ * depend on the rounding of any particular product).
+ *
+ * The rounding constant assumes the default round-to-nearest mode.
+ */
+#ifndef OPFORGE_MATH_H
+#define OPFORGE_MATH_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__CUDACC__)
+#define OPF_MATH_FN static __forceinline__ __host__ __device__
+#elif defined(__GNUC__)
+#define OPF_MATH_FN static inline __attribute__((always_inline))
+#else
+#define OPF_MATH_FN static inline
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Bits, selects, small helpers                                              */
+/* ------------------------------------------------------------------------ */
+
+OPF_MATH_FN uint32_t opf_math_bits_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+OPF_MATH_FN float opf_math_from_bits_f32(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+OPF_MATH_FN uint64_t opf_math_bits_f64(double x) {
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+OPF_MATH_FN double opf_math_from_bits_f64(uint64_t u) {
+    double x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* c ? a : b, with both a and b evaluated (c is a truth value: 0 or not). */
+OPF_MATH_FN float opf_select_f32(int c, float a, float b) {
+    uint32_t m = 0u - (uint32_t)(c != 0);
+    return opf_math_from_bits_f32((opf_math_bits_f32(a) & m) | (opf_math_bits_f32(b) & ~m));
+}
+OPF_MATH_FN double opf_select_f64(int c, double a, double b) {
+    uint64_t m = (uint64_t)0 - (uint64_t)(c != 0);
+    return opf_math_from_bits_f64((opf_math_bits_f64(a) & m) | (opf_math_bits_f64(b) & ~m));
+}
+
+/* |x| with the sign of s (the sign bit is copied, also for NaN and zeros). */
+OPF_MATH_FN float opf_math_with_sign_f32(float x, float s) {
+    return opf_math_from_bits_f32((opf_math_bits_f32(x) & 0x7fffffffu) | (opf_math_bits_f32(s) & 0x80000000u));
+}
+OPF_MATH_FN double opf_math_with_sign_f64(double x, double s) {
+    const uint64_t sign = (uint64_t)1 << 63;
+    return opf_math_from_bits_f64((opf_math_bits_f64(x) & ~sign) | (opf_math_bits_f64(s) & sign));
+}
+
+OPF_MATH_FN float opf_fabs_f32(float x) { return __builtin_fabsf(x); }
+OPF_MATH_FN double opf_fabs_f64(double x) { return __builtin_fabs(x); }
+
+/* Correctly rounded; sqrt(-0) = -0, sqrt(x < 0) = NaN. Vectorizes only under
+ * -fno-math-errno (see the top of this file). */
+OPF_MATH_FN float opf_sqrt_f32(float x) { return __builtin_sqrtf(x); }
+OPF_MATH_FN double opf_sqrt_f64(double x) { return __builtin_sqrt(x); }
+
+/* C99 fmin/fmax: a NaN operand is ignored (NaN only if both are NaN). Which
+ * zero fmax(-0, +0) returns is unspecified, as in C. */
+OPF_MATH_FN float opf_fmin_f32(float a, float b) { return opf_select_f32((a < b) | (b != b), a, b); }
+OPF_MATH_FN float opf_fmax_f32(float a, float b) { return opf_select_f32((a > b) | (b != b), a, b); }
+OPF_MATH_FN double opf_fmin_f64(double a, double b) { return opf_select_f64((a < b) | (b != b), a, b); }
+OPF_MATH_FN double opf_fmax_f64(double a, double b) { return opf_select_f64((a > b) | (b != b), a, b); }
+
+/* NumPy minimum/maximum (torch.minimum/maximum): a NaN operand is returned
+ * (NaN propagates). Which zero maximum(-0, +0) returns is unspecified. */
+OPF_MATH_FN float opf_minimum_f32(float a, float b) { return opf_select_f32((a < b) | (a != a), a, b); }
+OPF_MATH_FN float opf_maximum_f32(float a, float b) { return opf_select_f32((a > b) | (a != a), a, b); }
+OPF_MATH_FN double opf_minimum_f64(double a, double b) { return opf_select_f64((a < b) | (a != a), a, b); }
+OPF_MATH_FN double opf_maximum_f64(double a, double b) { return opf_select_f64((a > b) | (a != a), a, b); }
+
+/* ------------------------------------------------------------------------ */
+/* Shared constants                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* log2(e); ln 2 = LN2_HI + LN2_LO where LN2_HI has few enough significant bits
+ * (15 for float, 42 for double) that k * LN2_HI is exact for every exponent k
+ * the functions below produce. */
+#define OPF_MATH_LOG2E_F32 0x1.715476p+0f
+#define OPF_MATH_LN2_HI_F32 0x1.62e4p-1f
+#define OPF_MATH_LN2_LO_F32 0x1.7f7d1cp-20f
+#define OPF_MATH_LOG2E_F64 0x1.71547652b82fep+0
+#define OPF_MATH_LN2_HI_F64 0x1.62e42fefa38p-1
+#define OPF_MATH_LN2_LO_F64 0x1.ef35793c7673p-45
+/* x + SHIFTER - SHIFTER rounds x to an integer (|x| < 2^22, resp. 2^51). */
+#define OPF_MATH_SHIFTER_F32 0x1.8p23f
+#define OPF_MATH_SHIFTER_F64 0x1.8p52
+
+/* ------------------------------------------------------------------------ */
+/* exp, expm1                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* x = n ln2 + r with n = round(x / ln2), |r| <= ln2/2 (Cody-Waite: the
+ * product n * LN2_HI is exact), and e^r - 1 = r + r^2 P(r), P a minimax
+ * polynomial for (e^r - 1 - r) / r^2 (scripts/math_fit.py, fitted for the
+ * relative error of e^r - 1, which also serves e^r). */
+OPF_MATH_FN float opf_math_expm1_poly_f32(float r) {
+    float p = 0x1.6bfd46p-10f;
+    p = p * r + 0x1.1228aep-7f;
+    p = p * r + 0x1.5556b4p-5f;
+    p = p * r + 0x1.5554bp-3f;
+    p = p * r + 0x1.fffffep-2f;
+    return (r * r) * p;
+}
+
+/* e^x = 2^n e^r. 2^n is applied as two factors 2^n1 * 2^n2 (n1 = floor(n/2)
+ * + something, both normal), so that e^x underflows gradually through the
+ * subnormals with a single rounding and overflows to +inf. */
+OPF_MATH_FN float opf_exp_f32(float x) {
+    x = opf_select_f32(x > 89.0f, 89.0f, x);     /* beyond: +inf (e^88.73 > FLT_MAX) */
+    x = opf_select_f32(x < -104.0f, -104.0f, x); /* beyond: 0 (e^-103.98 < 2^-150) */
+    float t = x * OPF_MATH_LOG2E_F32 + OPF_MATH_SHIFTER_F32;
+    float n = t - OPF_MATH_SHIFTER_F32;
+    float r = x - n * OPF_MATH_LN2_HI_F32;
+    r = r - n * OPF_MATH_LN2_LO_F32;
+    float p = 1.0f + (r + opf_math_expm1_poly_f32(r));
+    /* m = n + 256 in [106, 384]; 2^(h - 128) * 2^(m - h - 128) = 2^n. */
+    uint32_t m = opf_math_bits_f32(t) - opf_math_bits_f32(OPF_MATH_SHIFTER_F32) + 256u;
+    uint32_t h = m >> 1;
+    float s1 = opf_math_from_bits_f32((h - 1u) << 23);
+    float s2 = opf_math_from_bits_f32((m - h - 1u) << 23);
+    return (p * s1) * s2;
+}
+
+/* e^x - 1 = 2 (2^(n-1) - 1/2 + 2^(n-1) (e^r - 1)): the halved scale keeps
+ * 2^(n-1) finite up to overflow, and 2^(n-1) - 1/2 is exact for the n where
+ * it matters. Tiny |x| (and +-0, subnormals) return x itself. */
+OPF_MATH_FN float opf_expm1_f32(float x) {
+    float xc = opf_select_f32(x > 89.0f, 89.0f, x); /* beyond: +inf */
+    xc = opf_select_f32(xc < -80.0f, -80.0f, xc);   /* beyond: -1 */
+    float t = xc * OPF_MATH_LOG2E_F32 + OPF_MATH_SHIFTER_F32;
+    float n = t - OPF_MATH_SHIFTER_F32;
+    float r = xc - n * OPF_MATH_LN2_HI_F32;
+    r = r - n * OPF_MATH_LN2_LO_F32;
+    float q = opf_math_expm1_poly_f32(r);
+    /* 2^(n-1), n in [-116, 128] */
+    uint32_t nb = opf_math_bits_f32(t) - opf_math_bits_f32(OPF_MATH_SHIFTER_F32);
+    float h = opf_math_from_bits_f32((nb + 126u) << 23);
+    float y = 2.0f * (((h - 0.5f) + h * r) + h * q);
+    return opf_select_f32(opf_fabs_f32(x) < 0x1p-25f, x, y);
+}
+
+OPF_MATH_FN double opf_math_expm1_poly_f64(double r) {
+    double p = 0x1.1ee8883b370ap-29;
+    p = p * r + 0x1.af5ea8573777cp-26;
+    p = p * r + 0x1.27e536434e9d6p-22;
+    p = p * r + 0x1.71ddf863b4e17p-19;
+    p = p * r + 0x1.a01a017bb08ap-16;
+    p = p * r + 0x1.a01a01afdd8f9p-13;
+    p = p * r + 0x1.6c16c16c1f0f2p-10;
+    p = p * r + 0x1.111111110f6b7p-7;
+    p = p * r + 0x1.555555555554p-5;
+    p = p * r + 0x1.5555555555559p-3;
+    p = p * r + 0x1p-1;
+    return (r * r) * p;
+}
+
+OPF_MATH_FN double opf_exp_f64(double x) {
+    x = opf_select_f64(x > 710.0, 710.0, x);   /* beyond: +inf (e^709.79 > DBL_MAX) */
+    x = opf_select_f64(x < -746.0, -746.0, x); /* beyond: 0 (e^-745.14 < 2^-1075) */
+    double t = x * OPF_MATH_LOG2E_F64 + OPF_MATH_SHIFTER_F64;
+    double n = t - OPF_MATH_SHIFTER_F64;
+    double r = x - n * OPF_MATH_LN2_HI_F64;
+    r = r - n * OPF_MATH_LN2_LO_F64;
+    double p = 1.0 + (r + opf_math_expm1_poly_f64(r));
+    /* m = n + 2048 in [972, 3072]; 2^(h - 1024) * 2^(m - h - 1024) = 2^n. */
+    uint64_t m = opf_math_bits_f64(t) - opf_math_bits_f64(OPF_MATH_SHIFTER_F64) + 2048u;
+    uint64_t h = m >> 1;
+    double s1 = opf_math_from_bits_f64((h - 1u) << 52);
+    double s2 = opf_math_from_bits_f64((m - h - 1u) << 52);
+    return (p * s1) * s2;
+}
+
+OPF_MATH_FN double opf_expm1_f64(double x) {
+    double xc = opf_select_f64(x > 710.0, 710.0, x); /* beyond: +inf */
+    xc = opf_select_f64(xc < -64.0, -64.0, xc);      /* beyond: -1 */
+    double t = xc * OPF_MATH_LOG2E_F64 + OPF_MATH_SHIFTER_F64;
+    double n = t - OPF_MATH_SHIFTER_F64;
+    double r = xc - n * OPF_MATH_LN2_HI_F64;
+    r = r - n * OPF_MATH_LN2_LO_F64;
+    double q = opf_math_expm1_poly_f64(r);
+    /* 2^(n-1), n in [-93, 1024] */
+    uint64_t nb = opf_math_bits_f64(t) - opf_math_bits_f64(OPF_MATH_SHIFTER_F64);
+    double h = opf_math_from_bits_f64((nb + 1022u) << 52);
+    double y = 2.0 * (((h - 0.5) + h * r) + h * q);
+    return opf_select_f64(opf_fabs_f64(x) < 0x1p-54, x, y);
+}
+
+/* ------------------------------------------------------------------------ */
+/* log, log1p                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* k ln2 + log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]. With
+ * s = f / (2 + f), log(1 + f) = 2 atanh(s) = 2s + s R(s^2), and since
+ * 2s = f - s f, log(1 + f) = f - f^2/2 + s (f^2/2 + R): the large terms are
+ * exact and R (a minimax polynomial, |s| <= 0.1716) adds under 1%. */
+OPF_MATH_FN float opf_math_log_core_f32(float f, float k) {
+    float s = f / (2.0f + f);
+    float z = s * s;
+    float p = 0x1.31ea42p-2f;
+    p = p * z + 0x1.995e9ep-2f;
+    p = p * z + 0x1.55557ap-1f;
+    float hf = 0.5f * f * f;
+    float lo = s * (hf + z * p) + k * OPF_MATH_LN2_LO_F32;
+    return k * OPF_MATH_LN2_HI_F32 + (f - (hf - lo));
+}
+
+/* x = 2^k m with m in [sqrt(1/2), sqrt(2)) (subnormals are scaled by 2^23
+ * first), f = m - 1 exactly. */
+OPF_MATH_FN float opf_log_f32(float x) {
+    int sub = x < 0x1p-126f;
+    float xs = opf_select_f32(sub, x * 0x1p23f, x);
+    /* adding 1 - sqrt(1/2) to the bits carries into the exponent exactly when
+     * the mantissa is >= sqrt(2) */
+    uint32_t ix = opf_math_bits_f32(xs) + (0x3f800000u - 0x3f3504f3u);
+    float k = (float)(int32_t)(ix >> 23) - opf_select_f32(sub, 150.0f, 127.0f);
+    float f = opf_math_from_bits_f32((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+    float y = opf_math_log_core_f32(f, k);
+    /* +0, -0: -inf; < 0: NaN; +inf, NaN: x */
+    float special = opf_select_f32(x == 0.0f, -__builtin_inff(), opf_select_f32(x < 0.0f, __builtin_nanf(""), x + x));
+    return opf_select_f32((x > 0.0f) & (x < __builtin_inff()), y, special);
+}
+
+/* log(1 + x) = k ln2 + log(1 + f) where 2^k is the exponent of u = 1 + x
+ * (rounded) and f = (1 + x) 2^-k - 1 = x 2^-k + (2^-k - 1) is computed from x,
+ * not from u, so that the rounding of 1 + x is not lost: x 2^-k is exact and
+ * 2^-k - 1 is exact whenever it matters (k <= 24). 2^-k = 2^-k1 2^-k2, both
+ * factors normal for every k in [-24, 128]. */
+OPF_MATH_FN float opf_log1p_f32(float x) {
+    float u = 1.0f + x;
+    uint32_t kb = (opf_math_bits_f32(u) + (0x3f800000u - 0x3f3504f3u)) >> 23; /* k + 127 */
+    float a = opf_math_from_bits_f32((191u - (kb >> 1)) << 23);               /* 2^-k1, k1 = kb/2 - 64 */
+    float b = opf_math_from_bits_f32((190u - kb + (kb >> 1)) << 23);          /* 2^-k2, k2 = k - k1 */
+    float f = (x * a) * b + (a * b - 1.0f);
+    float k = (float)(int32_t)kb - 127.0f;
+    float y = opf_math_log_core_f32(f, k);
+    /* x < -1: NaN; -1: -inf; +-0 and +inf: x; NaN: NaN (from y) */
+    y = opf_select_f32(x < -1.0f, __builtin_nanf(""), y);
+    y = opf_select_f32(x == -1.0f, -__builtin_inff(), y);
+    return opf_select_f32((x == 0.0f) | (x == __builtin_inff()), x, y);
+}
+
+OPF_MATH_FN double opf_math_log_core_f64(double f, double k) {
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double p = 0x1.2f15ba57bf605p-3;
+    p = p * z + 0x1.39a02f0925ec7p-3;
+    p = p * z + 0x1.74664d751bc34p-3;
+    p = p * z + 0x1.c71c51c67429dp-3;
+    p = p * z + 0x1.249249423e4a6p-2;
+    p = p * z + 0x1.999999997f8bbp-2;
+    p = p * z + 0x1.5555555555593p-1;
+    double hf = 0.5 * f * f;
+    double lo = s * (hf + z * p) + k * OPF_MATH_LN2_LO_F64;
+    return k * OPF_MATH_LN2_HI_F64 + (f - (hf - lo));
+}
+
+/* As opf_log_f32; the exponent becomes a double through the 2^52 constant
+ * (no int64 -> double conversion before AVX-512). */
+OPF_MATH_FN double opf_log_f64(double x) {
+    int sub = x < 0x1p-1022;
+    double xs = opf_select_f64(sub, x * 0x1p52, x);
+    uint64_t ix = opf_math_bits_f64(xs) + (0x3ff0000000000000u - 0x3fe6a09e667f3bcdu);
+    double k = opf_math_from_bits_f64(0x4330000000000000u | (ix >> 52)) - 0x1.0000000000000p52;
+    k = k - opf_select_f64(sub, 1075.0, 1023.0);
+    double f = opf_math_from_bits_f64((ix & 0x000fffffffffffffu) + 0x3fe6a09e667f3bcdu) - 1.0;
+    double y = opf_math_log_core_f64(f, k);
+    double special = opf_select_f64(x == 0.0, -__builtin_inf(), opf_select_f64(x < 0.0, __builtin_nan(""), x + x));
+    return opf_select_f64((x > 0.0) & (x < __builtin_inf()), y, special);
+}
+
+/* As opf_log1p_f32, k in [-53, 1024]. */
+OPF_MATH_FN double opf_log1p_f64(double x) {
+    double u = 1.0 + x;
+    uint64_t kb = (opf_math_bits_f64(u) + (0x3ff0000000000000u - 0x3fe6a09e667f3bcdu)) >> 52; /* k + 1023 */
+    double a = opf_math_from_bits_f64((1535u - (kb >> 1)) << 52);      /* 2^-k1, k1 = kb/2 - 512 */
+    double b = opf_math_from_bits_f64((1534u - kb + (kb >> 1)) << 52); /* 2^-k2, k2 = k - k1 */
+    double f = (x * a) * b + (a * b - 1.0);
+    double k = opf_math_from_bits_f64(0x4330000000000000u | kb) - 0x1.00000000003ffp52;
+    double y = opf_math_log_core_f64(f, k);
+    y = opf_select_f64(x < -1.0, __builtin_nan(""), y);
+    y = opf_select_f64(x == -1.0, -__builtin_inf(), y);
+    return opf_select_f64((x == 0.0) | (x == __builtin_inf()), x, y);
+}
+
+/* ------------------------------------------------------------------------ */
+/* tanh, erf                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* |x| < 0.5625: x + x^3 P(x^2) (minimax); above: 1 - 2 / (e^2|x| + 1), whose
+ * subtraction is benign once tanh >= 1/2. The sign is copied from x. */
+OPF_MATH_FN float opf_tanh_f32(float x) {
+    float a = opf_fabs_f32(x);
+    float w = a * a;
+    float p = -0x1.950022p-8f;
+    p = p * w + 0x1.582fa8p-6f;
+    p = p * w + -0x1.b9094p-5f;
+    p = p * w + 0x1.110c7p-3f;
+    p = p * w + -0x1.555548p-2f;
+    float small = a + a * (w * p);
+    float ac = opf_select_f32(a > 10.0f, 10.0f, a); /* tanh(10) rounds to 1 */
+    float large = 1.0f - 2.0f / (opf_exp_f32(2.0f * ac) + 1.0f);
+    return opf_math_with_sign_f32(opf_select_f32(a < 0.5625f, small, large), x);
+}
+
+OPF_MATH_FN double opf_tanh_f64(double x) {
+    double a = opf_fabs_f64(x);
+    double w = a * a;
+    double p = -0x1.3d27eb5aa1769p-16;
+    p = p * w + 0x1.59726246e248cp-14;
+    p = p * w + -0x1.e80a92c35fdcep-13;
+    p = p * w + 0x1.3460ac7172927p-11;
+    p = p * w + -0x1.7d8b95df43471p-10;
+    p = p * w + 0x1.d6d2479434e05p-9;
+    p = p * w + -0x1.226e2d0263cefp-7;
+    p = p * w + 0x1.664f484956917p-6;
+    p = p * w + -0x1.ba1ba1b935e52p-5;
+    p = p * w + 0x1.11111111102b4p-3;
+    p = p * w + -0x1.555555555554bp-2;
+    double small = a + a * (w * p);
+    double ac = opf_select_f64(a > 20.0, 20.0, a); /* tanh(20) rounds to 1 */
+    double large = 1.0 - 2.0 / (opf_exp_f64(2.0 * ac) + 1.0);
+    return opf_math_with_sign_f64(opf_select_f64(a < 0.5625, small, large), x);
+}
+
+/* |x| < 1: x + x P(x^2) (minimax for erf(x)/x - 1, relative error).
+ * Above: erf = 1 - erfc, erfc(a) = e^(-a^2 + Q(a)) with Q a minimax polynomial
+ * for log(erfc(a)) + a^2 on [1, 4], fitted for the error it causes in erf
+ * (erfc(4) < 2^-25: erf rounds to 1 beyond, so a is clamped there). */
+OPF_MATH_FN float opf_erf_f32(float x) {
+    float a = opf_fabs_f32(x);
+    float w = x * x;
+    float p = 0x1.496a28p-14f;
+    p = p * w + -0x1.a3f70ep-11f;
+    p = p * w + 0x1.5405b6p-8f;
+    p = p * w + -0x1.b7f91p-6f;
+    p = p * w + 0x1.ce2cf8p-4f;
+    p = p * w + -0x1.81273ep-2f;
+    p = p * w + 0x1.06eba8p-3f;
+    float small = x + x * p;
+    float ac = opf_select_f32(a > 4.0f, 4.0f, a);
+    float q = 0x1.86dd9p-13f;
+    q = q * ac + -0x1.825bp-9f;
+    q = q * ac + 0x1.65cb7ap-6f;
+    q = q * ac + -0x1.a65344p-4f;
+    q = q * ac + 0x1.728a2ap-2f;
+    q = q * ac + -0x1.2088eap+0f;
+    q = q * ac + -0x1.662f2ap-12f;
+    float large = opf_math_with_sign_f32(1.0f - opf_exp_f32(q - ac * ac), x);
+    return opf_select_f32(a < 1.0f, small, large);
+}
+
+/* As opf_erf_f32: x + x P(x^2) below 1.25, 1 - e^(-a^2 + Q(a)) on [1.25, 6]
+ * (erfc(6) < 2^-55). */
+OPF_MATH_FN double opf_erf_f64(double x) {
+    double a = opf_fabs_f64(x);
+    double w = x * x;
+    double p = -0x1.cb115efa8bee1p-39;
+    p = p * w + 0x1.5d1067c3e9a3cp-34;
+    p = p * w + -0x1.46c7225a4b892p-30;
+    p = p * w + 0x1.fa40e78086a46p-27;
+    p = p * w + -0x1.5f41160909a05p-23;
+    p = p * w + 0x1.b9e10e0b13ad2p-20;
+    p = p * w + -0x1.f4d1e78beb7b7p-17;
+    p = p * w + 0x1.f9a3207b6edp-14;
+    p = p * w + -0x1.c02db3c13ebcep-11;
+    p = p * w + 0x1.565bcd0cdcedep-8;
+    p = p * w + -0x1.b82ce3127cf04p-6;
+    p = p * w + 0x1.ce2f21a0428f6p-4;
+    p = p * w + -0x1.812746b0379e2p-2;
+    p = p * w + 0x1.06eba8214db68p-3;
+    double small = x + x * p;
+    double ac = opf_select_f64(a > 6.0, 6.0, a);
+    double q = -0x1.ad0bb173ad32ep-33;
+    q = q * ac + 0x1.0ba254665e81dp-27;
+    q = q * ac + -0x1.3865711edb33cp-23;
+    q = q * ac + 0x1.c4f2716a8ce17p-20;
+    q = q * ac + -0x1.c7ed0abde0785p-17;
+    q = q * ac + 0x1.50342ddb1ae0ep-14;
+    q = q * ac + -0x1.72c0a8a5be8f2p-12;
+    q = q * ac + 0x1.2c6160e22433p-10;
+    q = q * ac + -0x1.3d6362c16e756p-9;
+    q = q * ac + 0x1.ec1a59b6104e6p-11;
+    q = q * ac + 0x1.30471ce975a55p-6;
+    q = q * ac + -0x1.a3ad54d661068p-4;
+    q = q * ac + 0x1.73fa18b19da11p-2;
+    q = q * ac + -0x1.20db8a1ea42f8p+0;
+    q = q * ac + -0x1.b8e2e353fd78fp-19;
+    double large = opf_math_with_sign_f64(1.0 - opf_exp_f64(q - ac * ac), x);
+    return opf_select_f64(a < 1.25, small, large);
+}
+
+/* ------------------------------------------------------------------------ */
+/* sigmoid                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* With z = e^-|x| in (0, 1]: 1 / (1 + z) for x >= 0, z / (1 + z) for x < 0
+ * (no overflow, no cancellation; a large negative x gives e^x, subnormal or
+ * 0, never NaN). */
+OPF_MATH_FN float opf_sigmoid_f32(float x) {
+    float z = opf_exp_f32(-opf_fabs_f32(x));
+    float num = opf_select_f32(x < 0.0f, z, 1.0f);
+    return num / (1.0f + z);
+}
+OPF_MATH_FN double opf_sigmoid_f64(double x) {
+    double z = opf_exp_f64(-opf_fabs_f64(x));
+    double num = opf_select_f64(x < 0.0, z, 1.0);
+    return num / (1.0 + z);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Type-generic names                                                        */
+/* ------------------------------------------------------------------------ */
+
+#ifdef __cplusplus
+#define OPF_MATH_OVERLOAD1(name)                                                                                       \
+    OPF_MATH_FN float opf_##name(float x) { return opf_##name##_f32(x); }                                              \
+    OPF_MATH_FN double opf_##name(double x) { return opf_##name##_f64(x); }
+#define OPF_MATH_OVERLOAD2(name)                                                                                       \
+    OPF_MATH_FN float opf_##name(float a, float b) { return opf_##name##_f32(a, b); }                                  \
+    OPF_MATH_FN double opf_##name(double a, double b) { return opf_##name##_f64(a, b); }
+OPF_MATH_OVERLOAD1(exp)
+OPF_MATH_OVERLOAD1(expm1)
+OPF_MATH_OVERLOAD1(log)
+OPF_MATH_OVERLOAD1(log1p)
+OPF_MATH_OVERLOAD1(tanh)
+OPF_MATH_OVERLOAD1(erf)
+OPF_MATH_OVERLOAD1(sigmoid)
+OPF_MATH_OVERLOAD1(sqrt)
+OPF_MATH_OVERLOAD1(fabs)
+OPF_MATH_OVERLOAD2(fmin)
+OPF_MATH_OVERLOAD2(fmax)
+OPF_MATH_OVERLOAD2(minimum)
+OPF_MATH_OVERLOAD2(maximum)
+OPF_MATH_FN float opf_select(bool c, float a, float b) { return opf_select_f32(c, a, b); }
+OPF_MATH_FN double opf_select(bool c, double a, double b) { return opf_select_f64(c, a, b); }
+#undef OPF_MATH_OVERLOAD1
+#undef OPF_MATH_OVERLOAD2
+#else
+#define OPF_MATH_GENERIC1(name, x) _Generic((x), float : opf_##name##_f32, default : opf_##name##_f64)(x)
+/* Two operands: float only if both are float (the usual conversions). */
+#define OPF_MATH_GENERIC2(name, a, b)                                                                                  \
+    _Generic((a) + (b), float : opf_##name##_f32, default : opf_##name##_f64)((a), (b))
+#define opf_exp(x) OPF_MATH_GENERIC1(exp, x)
+#define opf_expm1(x) OPF_MATH_GENERIC1(expm1, x)
+#define opf_log(x) OPF_MATH_GENERIC1(log, x)
+#define opf_log1p(x) OPF_MATH_GENERIC1(log1p, x)
+#define opf_tanh(x) OPF_MATH_GENERIC1(tanh, x)
+#define opf_erf(x) OPF_MATH_GENERIC1(erf, x)
+#define opf_sigmoid(x) OPF_MATH_GENERIC1(sigmoid, x)
+#define opf_sqrt(x) OPF_MATH_GENERIC1(sqrt, x)
+#define opf_fabs(x) OPF_MATH_GENERIC1(fabs, x)
+#define opf_fmin(a, b) OPF_MATH_GENERIC2(fmin, a, b)
+#define opf_fmax(a, b) OPF_MATH_GENERIC2(fmax, a, b)
+#define opf_minimum(a, b) OPF_MATH_GENERIC2(minimum, a, b)
+#define opf_maximum(a, b) OPF_MATH_GENERIC2(maximum, a, b)
+#define opf_select(c, a, b) _Generic((a) + (b), float : opf_select_f32, default : opf_select_f64)((c), (a), (b))
+#endif
+
+#undef OPF_MATH_FN
+#undef OPF_MATH_LOG2E_F32
+#undef OPF_MATH_LN2_HI_F32
+#undef OPF_MATH_LN2_LO_F32
+#undef OPF_MATH_LOG2E_F64
+#undef OPF_MATH_LN2_HI_F64
+#undef OPF_MATH_LN2_LO_F64
+#undef OPF_MATH_SHIFTER_F32
+#undef OPF_MATH_SHIFTER_F64
+
+#endif /* OPFORGE_MATH_H */
