@@ -60,7 +60,7 @@ KERNEL_ISAS += neon
 KERNEL_FLAGS_neon += $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null)),,-fno-schedule-insns)
 endif
 KERNEL_SRC := $(foreach isa,$(KERNEL_ISAS),$(wildcard src/kernels/$(isa)/*.c))
-HEADERS := include/opforge.h $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
+HEADERS := $(wildcard include/*.h) $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
 
 # Objects depend on the build configuration: switching CUDA on or off
 # rewrites this file, which rebuilds everything compiled with CUDA_DEFS.
@@ -248,7 +248,7 @@ test: deps-test lib format-check test-c test-isa test-asan test-valgrind test-ne
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/opforge.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/opforge.h include/opforge_math.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libopforge.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libopforge.so.$(SOVERSION)
 	ln -sf libopforge.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libopforge.so
@@ -256,7 +256,7 @@ install: lib
 	install -m 644 $(PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/opforge.h $(DESTDIR)$(PREFIX)/lib/libopforge.* \
+	rm -f $(DESTDIR)$(PREFIX)/include/opforge.h $(DESTDIR)$(PREFIX)/include/opforge_math.h $(DESTDIR)$(PREFIX)/lib/libopforge.* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/opforge.pc
 
 FORMAT_FILES := $(shell find include src tests adapters bench -name '*.c' -o -name '*.h' -o -name '*.cu' | sort)

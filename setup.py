@@ -103,7 +103,8 @@ def install_native_files(library: Path, package_dir: Path) -> None:
         shutil.copy2(adapter, lib_dir / adapter.name)
     include_dir = package_dir / "include"
     include_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(HEADER, include_dir / HEADER.name)
+    for header in sorted(HEADER.parent.glob("opforge*.h")):  # opforge.h and the headers it includes
+        shutil.copy2(header, include_dir / header.name)
 
 
 class BuildExtWithNativeLib(build_ext):

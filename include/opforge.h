@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "opforge_math.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -592,6 +594,10 @@ opf_error(opf_status status, const char *fmt, ...);
 /* ------------------------------------------------------------------------ */
 /* Writing kernels: the math only                                            */
 /* ------------------------------------------------------------------------ */
+
+/* opf_exp, opf_log1p, opf_tanh, opf_erf, opf_sigmoid, ...: inline, branch-free
+ * math that vectorizes with a kernel's loop, included at the top of this file
+ * (opforge_math.h; outside extern "C", where its C++ overloads live). */
 
 /*
  * OPF_ELTWISE_KERNEL(name, (inputs...), (outputs...), body) defines the

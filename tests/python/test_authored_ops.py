@@ -109,7 +109,7 @@ def test_threads_do_not_change_results(myops: onp.OpNamespace) -> None:
         (lambda m: m.softplus(np.ones(3, np.int32)), TypeError, r"myops\.softplus: x has dtype int32"),
         (lambda m: m.softplus_grad(np.ones(3), np.ones(4)), ValueError, r"myops\.softplus_grad: shape mismatch"),
         (lambda m: m.rowsum_grad(np.ones(3), np.ones((4, 5))), ValueError, r"myops\.rowsum_grad: shape mismatch"),
-        (lambda m: m.my_op(np.ones(3), factor="x"), TypeError, r"myops\.my_op: factor must be a number"),
+        (lambda m: m.my_op(np.ones(3), factor="x"), TypeError, r"myops\.my_op: factor must be a real number"),
     ],
 )
 def test_errors_name_the_op(myops: onp.OpNamespace, call: Callable[[Any], Any], error: type, message: str) -> None:
