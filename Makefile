@@ -86,7 +86,7 @@ SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fra
         install uninstall format format-check clean
 
 all: lib
-lib: $(LIB_SO) $(LIB_A) $(PC)
+lib: $(LIB_SO) $(LIB_A) $(PC) $(PACKAGE_PC)
 
 # --- library ------------------------------------------------------------------
 
@@ -111,6 +111,16 @@ $(PC): opforge.pc.in Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
 	  -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS) $(filter-out -Wl$(comma)--no-undefined,$(CUDA_LDLIBS)))|' $< > $@
+
+# The pkg-config file of the Python package (opforge/lib/pkgconfig/opforge.pc,
+# see setup.py): its prefix is the package directory, found from the file's
+# own location, and it links with an rpath to the package's lib/ (the
+# package ships the shared library only).
+PACKAGE_PC := $(BUILD)/package/opforge.pc
+$(PACKAGE_PC): opforge.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$${pcfiledir}/../..|' -e 's|@VERSION@|$(VERSION)|' -e '/^Libs.private:/d' \
+	  -e 's|^Libs: .*|& -Wl,-rpath,$${libdir}|' $< > $@
 
 # --- C tests --------------------------------------------------------------------
 
@@ -189,7 +199,7 @@ $(VENV)/.deps: requirements-dev.txt
 
 # The package is installed as a user would (`pip install .`), not in place.
 $(VENV)/.installed: $(VENV)/.deps $(OBJ) pyproject.toml setup.py $(wildcard python/opforge/* python/opforge/*/*) \
-                     $(wildcard adapters/*)
+                     $(wildcard adapters/* cmake/* python/opforge/templates/*/*)
 	$(VPY) -m pip install --quiet --no-build-isolation .
 	touch $@
 
@@ -266,4 +276,4 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf $(BUILD) $(VENV) python/opforge/lib python/opforge/include python/opforge/*.so *.egg-info python/*.egg-info
+	rm -rf $(BUILD) $(VENV) python/opforge/lib python/opforge/include python/opforge/adapters python/opforge/*.so *.egg-info python/*.egg-info
