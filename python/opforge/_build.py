@@ -75,8 +75,8 @@ class BuildWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Built:
-    """A library ready to load: its path, a digest of what it was built from
-    (or of its bytes) and whether this call compiled it."""
+    """A library ready to load: its path, a digest of its bytes and whether
+    this call compiled it."""
 
     path: Path
     digest: str
@@ -169,11 +169,12 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
         _remove(temp)
@@ -235,11 +236,11 @@ def _compile(
 
     library = cached()
     if library is not None:
-        return Built(library, library.stem.rsplit("-", 1)[1])
+        return Built(library, _file_hash(library)[:_KEY_LENGTH])
     with _locked(directory / f"{stem}.lock"):
         library = cached()  # built by another process while this one waited
         if library is not None:
-            return Built(library, library.stem.rsplit("-", 1)[1])
+            return Built(library, _file_hash(library)[:_KEY_LENGTH])
         fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-lib{name}-", suffix=".so")
         os.close(fd)
         deps_file = temp + ".d"
@@ -261,13 +262,14 @@ def _compile(
             found = _dependency_hashes(manifest)
             assert found is not None
             library = directory / f"lib{name}-{_hash(base_key, found[1])[:_KEY_LENGTH]}.so"
+            os.chmod(temp, 0o755)
             os.replace(temp, library)
         finally:
             _remove(temp)
             _remove(deps_file)
     if output:
         warnings.warn(BuildWarning(f"opforge: compiling {display}:\n{output}"), stacklevel=4)
-    return Built(library, library.stem.rsplit("-", 1)[1], compiled=True)
+    return Built(library, _file_hash(library)[:_KEY_LENGTH], compiled=True)
 
 
 def _with_deps_file(deps_flags: Sequence[str], deps_file: str) -> list[str]:
@@ -279,7 +281,8 @@ def _with_deps_file(deps_flags: Sequence[str], deps_file: str) -> list[str]:
 # --------------------------------------------------------------------------
 
 
-def _is_source_text(source: Source) -> bool:
+def is_source_text(source: Source) -> bool:
+    """True for C source text (a str with a newline), False for a path."""
     return isinstance(source, str) and "\n" in source
 
 
@@ -300,7 +303,7 @@ def build(
     Raises BuildError with the compiler's messages when it fails."""
     from . import get_include, get_library_dir
 
-    if _is_source_text(source):
+    if is_source_text(source):
         text = str(source)
         name = _safe_name(name or "ops")
         is_cuda = bool(cuda)
@@ -350,7 +353,7 @@ def library_for(source: Source, **options: object) -> Built:
     with other contents (it was rebuilt) is copied to a content-addressed
     file in the cache first: the dynamic loader would otherwise hand back the
     old library for that path."""
-    if _is_source_text(source):
+    if is_source_text(source):
         return build(source, **options)  # type: ignore[arg-type]
     path = Path(os.fspath(source)).expanduser()
     if path.suffix in (".c", ".cu"):
@@ -369,7 +372,7 @@ def library_for(source: Source, **options: object) -> Built:
     stem = path.name.split(".so")[0] or "lib"
     copy = directory / f"{_safe_name(stem)}-{digest}.so"
     if not copy.exists():
-        _write_atomically(copy, path.read_bytes())
+        _write_atomically(copy, path.read_bytes(), 0o755)
     return Built(copy, digest)
 
 

@@ -41,7 +41,7 @@ import tensorflow as tf
 from cffi import FFI
 
 from . import get_adapter_library
-from ._build import Source, load_user_table
+from ._build import Source, is_source_text, load_user_table
 from ._table import OpDef, OpTable, builtin_table, export_functions
 
 __all__ = ["OpNamespace", "lib", "library_path", "load_ops", "tf_op_name"]
@@ -314,7 +314,7 @@ def load_ops(source: Source, prefix: Optional[str] = None, **build_options: Any)
     prefix = _camel(table.name) if prefix is None else prefix
     if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", prefix):
         raise ValueError(f"opforge.tensorflow.load_ops: prefix {prefix!r} must be CamelCase letters and digits")
-    label = source if isinstance(source, str) and "\n" not in source else os.fspath(built.path)
+    label = os.fspath(built.path) if is_source_text(source) else os.fspath(source)
     with _register_lock:  # the adapter's error message is the last registration's
         previous = _loaded.get(prefix)
         if previous is not None:
