@@ -4,7 +4,8 @@
 #   make demo       set up everything (venv, package) and run the NumPy MLP demo
 #   make test       set up everything and run every test: C tests at every ISA
 #                   level, ASan+UBSan, valgrind, aarch64 NEON under qemu
-#                   (test-neon), pkg-config consumer, Python
+#                   (test-neon), pkg-config consumer, Python, and a plain
+#                   `pip install .` into a fresh venv (test-install)
 #   make install PREFIX=/usr/local
 #   make bench      `opforge bench`: opforge vs installed built-ins vs machine limits
 #   make format     clang-format the C sources
@@ -82,7 +83,8 @@ TEST_BIN := $(addprefix $(BUILD)/tests/,$(C_TESTS))
 ASAN_TEST_BIN := $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-.PHONY: deps deps-test all lib demo test test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python venv \
+.PHONY: deps deps-test all lib demo test test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python \
+        test-install venv \
         install uninstall format format-check clean
 
 all: lib
@@ -208,6 +210,12 @@ venv: $(VENV)/.installed
 test-python: venv
 	cd tests/python && ../../$(VPY) -m pytest -q
 
+# A user's install, from scratch: a fresh venv, plain `pip install .` (build
+# isolation, so no adapter is bundled), then torch; `import opforge.torch`
+# must build the adapter at first import. Minutes, several GiB (removed after).
+test-install: venv
+	cd tests/install && OPFORGE_INSTALL_TESTS=1 ../../$(VPY) -m pytest -q -s
+
 # --- framework adapters (adapters/*.mk) ----------------------------------------------
 
 # Each adapters/<name>.mk adds, when $(PYTHON) can import its framework, its
@@ -254,7 +262,7 @@ demo: deps venv
 	@set -e; for d in $(DEMOS); do echo "== $$d"; $(VPY) $$d; done
 
 test: deps-test lib format-check test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-cuda test-python \
-      $(ADAPTER_TESTS)
+      $(ADAPTER_TESTS) test-install
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

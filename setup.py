@@ -119,14 +119,13 @@ def make_adapters() -> dict[str, tuple[Path, str]]:
         built_for = json.loads(record.read_text())
     except (OSError, ValueError):
         built_for = {}
-    for adapter in ADAPTER_BUILD_DIR.glob("libopforge_*.so"):
-        name = adapter.stem.removeprefix("libopforge_")
-        if built_for.get(name) != versions.get(name):
-            adapter.unlink()
+    for name, version in versions.items():
+        if built_for.get(name) != version:
+            (ADAPTER_BUILD_DIR / f"libopforge_{name}.so").unlink(missing_ok=True)
     make = os.environ.get("MAKE", "make")
     subprocess.run([make, "-C", str(ROOT), "adapters", f"PYTHON={sys.executable}"], check=True)
     ADAPTER_BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(versions, indent=1, sort_keys=True) + "\n")
+    record.write_text(json.dumps({**built_for, **versions}, indent=1, sort_keys=True) + "\n")
     built = {}
     for name, version in versions.items():
         library = ADAPTER_BUILD_DIR / f"libopforge_{name}.so"

@@ -52,7 +52,9 @@ Source = Union[str, "os.PathLike[str]"]
 #: Flags of every C build (user ops), before the include and library paths.
 C_FLAGS = ("-std=c11", "-O3", "-fPIC", "-fno-math-errno", "-Wall", "-Wextra", "-shared")
 #: Flags of every CUDA build (nvcc; the host compiler gets -fPIC and the warnings).
-CUDA_FLAGS = ("-std=c++20", "-O3", "-shared", "-Xcompiler=-fPIC,-fno-math-errno,-Wall,-Wextra")
+CUDA_FLAGS = (
+    "-std=c++20", "-O3", "-shared", "-Xcompiler=-fPIC,-fno-math-errno,-Wall,-Wextra,-Wno-missing-field-initializers",
+)
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _KEY_LENGTH = 16  # hex digits of a key in file names
@@ -213,6 +215,7 @@ def _safe_name(name: str) -> str:
 
 def _compile(
     command: list[str],
+    link: Sequence[str],
     deps_flags: Sequence[str],
     source: Path,
     name: str,
@@ -221,8 +224,9 @@ def _compile(
     display: str,
 ) -> Built:
     """Builds ``directory/lib<name>-<key>.so`` from ``source`` unless the cache
-    has it. ``command`` is the compiler and flags; the source, output and
-    dependency-file arguments are added here."""
+    has it. ``command`` is the compiler and its flags, ``link`` the libraries
+    (after the source, which --as-needed linkers require); the source, output
+    and dependency-file arguments are added here."""
     directory.mkdir(parents=True, exist_ok=True)
     stem = f"{name}-{base_key[:_KEY_LENGTH]}"
     manifest = directory / f"{stem}.deps.json"
@@ -244,7 +248,7 @@ def _compile(
         fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-lib{name}-", suffix=".so")
         os.close(fd)
         deps_file = temp + ".d"
-        full = [*command, str(source), "-o", temp, *_with_deps_file(deps_flags, deps_file)]
+        full = [*command, str(source), "-o", temp, *_with_deps_file(deps_flags, deps_file), *link]
         try:
             result = subprocess.run(full, capture_output=True, text=True)
             output = (result.stdout + result.stderr).strip()
@@ -335,11 +339,11 @@ def build(
         flags = [*C_FLAGS, f"-I{include}", *cflags]
         link = [f"-L{library_dir}", "-lopforge", f"-Wl,-rpath,{library_dir}", *ldflags, "-lm"]
         deps_flags = ["-MMD", "-MF", "{deps}"]
-    command = [*compiler, *flags, *link]
+    command = [*compiler, *flags]
     key = _hash(
-        "op-library", _opforge_version(), _compiler_identity(tuple(compiler)), *command, location, text
+        "op-library", _opforge_version(), _compiler_identity(tuple(compiler)), *command, "--", *link, location, text
     )
-    return _compile(command, deps_flags, path, name, key, cache_dir() / "ops", display)
+    return _compile(command, link, deps_flags, path, name, key, cache_dir() / "ops", display)
 
 
 _loaded_libraries: dict[str, str] = {}  # real path -> digest of the file when first loaded
@@ -408,14 +412,14 @@ def build_adapter(framework: str, version: str, cflags: Sequence[str], ldflags: 
     command = [
         *compiler, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-fPIC", "-pthread", "-fvisibility=hidden",
         "-Wall", "-Wextra", "-shared", f"-I{include}", *cflags,
-        f"-L{library_dir}", "-lopforge", f"-Wl,-rpath,{library_dir}", "-Wl,--as-needed", *ldflags,
     ]  # fmt: skip
+    link = ["-Wl,--as-needed", f"-L{library_dir}", "-lopforge", f"-Wl,-rpath,{library_dir}", *ldflags]
     key = _hash(
-        "adapter", framework, version, _opforge_version(), _compiler_identity(tuple(compiler)), *command,
-        source.read_text(),
+        "adapter", framework, version, _opforge_version(), _compiler_identity(tuple(compiler)), *command, "--",
+        *link, source.read_text(),
     )  # fmt: skip
     return _compile(
-        command, ["-MMD", "-MF", "{deps}"], source, f"opforge_{framework}", key, cache_dir() / "adapters",
+        command, link, ["-MMD", "-MF", "{deps}"], source, f"opforge_{framework}", key, cache_dir() / "adapters",
         f"the {framework} adapter ({source})",
     )  # fmt: skip
 
