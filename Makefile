@@ -84,7 +84,7 @@ ASAN_TEST_BIN := $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 .PHONY: deps deps-test all lib demo test test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python \
-        test-install venv \
+        test-install bench-build venv \
         install uninstall format format-check clean
 
 all: lib
@@ -257,6 +257,10 @@ deps-test:
 
 bench: deps venv
 	$(VENV)/bin/opforge bench --json $(BUILD)/opforge-bench.json --png $(BUILD)/opforge-bench.png
+
+# opforge.torch.load_ops("myops.c") from a fresh process: compiling, and from the cache.
+bench-build: venv
+	$(VPY) bench/bench_build.py
 
 demo: deps venv
 	@set -e; for d in $(DEMOS); do echo "== $$d"; $(VPY) $$d; done

@@ -166,6 +166,69 @@ def test_concurrent_processes_build_one_library(tmp_path: Path, cache: Path) -> 
     np.testing.assert_array_equal(onp.load_ops(source).times(np.ones(1)), [4.0])
 
 
+CUDA_OPS = r"""
+#include <opforge.h>
+
+__global__ void twice_kernel(const float *x, float *y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2 * x[i];
+}
+
+static int64_t numel(const opf_tensor *t) {
+    int64_t n = 1;
+    for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
+    return n;
+}
+
+static opf_status twice_cpu(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *) {
+    for (int64_t i = 0, n = numel(in[0]); i < n; ++i) ((float *)out[0]->data)[i] = 2 * ((const float *)in[0]->data)[i];
+    return OPF_OK;
+}
+
+static opf_status twice_cuda(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *,
+                             void *stream) {
+    int64_t n = numel(in[0]);
+    twice_kernel<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
+        (const float *)in[0]->data, (float *)out[0]->data, n);
+    return cudaGetLastError() == cudaSuccess ? OPF_OK : OPF_E_DEVICE;
+}
+
+static const opf_op_def twice = {
+    .name = "twice", .doc = "y = 2x", .flags = OPF_OP_ELEMENTWISE, .dtypes = OPF_DTYPES_F32,
+    .num_inputs = 1, .inputs = {{.name = "x"}},
+    .num_outputs = 1, .outputs = {{.name = "y"}},
+    .output_shapes = {{.kind = OPF_SHAPE_LIKE, .like = 0}},
+    .compute = twice_cpu, .compute_cuda = twice_cuda,
+};
+static const opf_op_def *const rows[] = {&twice};
+static const opf_op_table table = {OPF_TABLE_ABI_VERSION, "cudaops", 1, rows};
+extern "C" {
+OPF_EXPORT_OP_TABLE(table)
+}
+"""
+
+
+def have_nvcc() -> bool:
+    try:
+        _build.cuda_compiler()
+    except opforge.BuildError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+def test_a_cuda_source_is_built_with_nvcc(tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+    source = tmp_path / "cudaops.cu"
+    source.write_text(CUDA_OPS)
+    ops = onp.load_ops(source)  # its CPU kernel; the CUDA one runs where a GPU is (the adapters' GPU tests)
+    np.testing.assert_array_equal(ops.twice(np.arange(3, dtype=np.float32)), [0.0, 2.0, 4.0])
+    assert not [w for w in recwarn if issubclass(w.category, opforge.BuildWarning)], [str(w.message) for w in recwarn]
+    assert opforge.build(source).compiled is False
+    source.write_text(CUDA_OPS.replace("__global__", "__global__ not_a_type"))
+    with pytest.raises(opforge.BuildError, match=r"cudaops\.cu\(\d+\): error"):
+        opforge.build(source)
+
+
 # -- reloading in NumPy -------------------------------------------------------
 
 
