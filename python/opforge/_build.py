@@ -198,12 +198,16 @@ def _parse_deps(text: str) -> list[str]:
     return [re.sub(r"\\(.)", r"\1", name) for name in names]
 
 
-def _dependency_hashes(manifest: Path) -> tuple[list[str], str] | None:
-    """The dependencies a manifest lists and the hash of their current
-    contents, or None (no manifest, or a dependency is gone)."""
+def _deps_digest(deps: Sequence[str]) -> str:
+    """Hash of the names and current contents of files (OSError if one is gone)."""
+    return _hash(*(_hash(name, _file_hash(name)) for name in deps))
+
+
+def _manifest_digest(manifest: Path) -> str | None:
+    """_deps_digest of the dependencies a manifest lists, or None (no
+    manifest, or a dependency is gone)."""
     try:
-        deps = json.loads(manifest.read_text())["deps"]
-        return deps, _hash(*(_hash(name, _file_hash(name)) for name in deps))
+        return _deps_digest(json.loads(manifest.read_text())["deps"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -216,7 +220,6 @@ def _safe_name(name: str) -> str:
 def _compile(
     command: list[str],
     link: Sequence[str],
-    deps_flags: Sequence[str],
     source: Path,
     name: str,
     base_key: str,
@@ -231,12 +234,13 @@ def _compile(
     stem = f"{name}-{base_key[:_KEY_LENGTH]}"
     manifest = directory / f"{stem}.deps.json"
 
+    def library_named(deps_digest: str) -> Path:
+        return directory / f"lib{name}-{_hash(base_key, deps_digest)[:_KEY_LENGTH]}.so"
+
     def cached() -> Path | None:
-        found = _dependency_hashes(manifest)
-        if found is None:
-            return None
-        library = directory / f"lib{name}-{_hash(base_key, found[1])[:_KEY_LENGTH]}.so"
-        return library if library.exists() else None
+        digest = _manifest_digest(manifest)
+        library = None if digest is None else library_named(digest)
+        return library if library is not None and library.exists() else None
 
     library = cached()
     if library is not None:
@@ -248,7 +252,8 @@ def _compile(
         fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-lib{name}-", suffix=".so")
         os.close(fd)
         deps_file = temp + ".d"
-        full = [*command, str(source), "-o", temp, *_with_deps_file(deps_flags, deps_file), *link]
+        # -MMD: the local (non-system) headers it includes, as a make rule
+        full = [*command, str(source), "-o", temp, "-MMD", "-MF", deps_file, *link]
         try:
             result = subprocess.run(full, capture_output=True, text=True)
             output = (result.stdout + result.stderr).strip()
@@ -262,10 +267,8 @@ def _compile(
             deps = sorted(
                 {os.path.abspath(d) for d in _parse_deps(Path(deps_file).read_text()) if Path(d) != source}
             )
+            library = library_named(_deps_digest(deps))
             _write_atomically(manifest, json.dumps({"source": display, "deps": deps}, indent=1).encode())
-            found = _dependency_hashes(manifest)
-            assert found is not None
-            library = directory / f"lib{name}-{_hash(base_key, found[1])[:_KEY_LENGTH]}.so"
             os.chmod(temp, 0o755)
             os.replace(temp, library)
         finally:
@@ -274,10 +277,6 @@ def _compile(
     if output:
         warnings.warn(BuildWarning(f"opforge: compiling {display}:\n{output}"), stacklevel=4)
     return Built(library, _file_hash(library)[:_KEY_LENGTH], compiled=True)
-
-
-def _with_deps_file(deps_flags: Sequence[str], deps_file: str) -> list[str]:
-    return [flag.replace("{deps}", deps_file) for flag in deps_flags]
 
 
 # --------------------------------------------------------------------------
@@ -308,22 +307,21 @@ def build(
     from . import get_include, get_library_dir
 
     if is_source_text(source):
-        text = str(source)
+        content = str(source).encode()
         name = _safe_name(name or "ops")
         is_cuda = bool(cuda)
-        base_dir = cache_dir() / "ops"
-        source_dir = base_dir / "src"
+        source_dir = cache_dir() / "ops" / "src"  # kept: the compiler's messages point into it
         source_dir.mkdir(parents=True, exist_ok=True)
-        path = source_dir / f"{name}-{_hash(text)[:_KEY_LENGTH]}{'.cu' if is_cuda else '.c'}"
+        path = source_dir / f"{name}-{_hash(content)[:_KEY_LENGTH]}{'.cu' if is_cuda else '.c'}"
         if not path.exists():
-            _write_atomically(path, text.encode())
+            _write_atomically(path, content)
         display = f"<source text> ({path})"
         location = ""
     else:
         path = Path(os.fspath(source)).expanduser().absolute()
         if not path.is_file():
             raise FileNotFoundError(f"opforge: no such source file: {path}")
-        text = path.read_text()
+        content = path.read_bytes()
         is_cuda = path.suffix == ".cu" if cuda is None else cuda
         name = _safe_name(name or path.stem)
         display = str(path)
@@ -331,19 +329,17 @@ def build(
     include, library_dir = get_include(), get_library_dir()
     if is_cuda:
         compiler = cuda_compiler()
-        flags = [*CUDA_FLAGS, f"-I{include}", *cflags]
-        link = [f"-L{library_dir}", "-lopforge", f"-Xlinker=-rpath,{library_dir}", *ldflags, "-lm"]
-        deps_flags = ["-MMD", "-MF", "{deps}"]
+        command = [*compiler, *CUDA_FLAGS, f"-I{include}", *cflags]
+        rpath = f"-Xlinker=-rpath,{library_dir}"
     else:
         compiler = c_compiler()
-        flags = [*C_FLAGS, f"-I{include}", *cflags]
-        link = [f"-L{library_dir}", "-lopforge", f"-Wl,-rpath,{library_dir}", *ldflags, "-lm"]
-        deps_flags = ["-MMD", "-MF", "{deps}"]
-    command = [*compiler, *flags]
+        command = [*compiler, *C_FLAGS, f"-I{include}", *cflags]
+        rpath = f"-Wl,-rpath,{library_dir}"
+    link = [f"-L{library_dir}", "-lopforge", rpath, *ldflags, "-lm"]
     key = _hash(
-        "op-library", _opforge_version(), _compiler_identity(tuple(compiler)), *command, "--", *link, location, text
+        "op-library", _opforge_version(), _compiler_identity(tuple(compiler)), *command, "--", *link, location, content
     )
-    return _compile(command, link, deps_flags, path, name, key, cache_dir() / "ops", display)
+    return _compile(command, link, path, name, key, cache_dir() / "ops", display)
 
 
 _loaded_libraries: dict[str, str] = {}  # real path -> digest of the file when first loaded
@@ -416,10 +412,10 @@ def build_adapter(framework: str, version: str, cflags: Sequence[str], ldflags: 
     link = ["-Wl,--as-needed", f"-L{library_dir}", "-lopforge", f"-Wl,-rpath,{library_dir}", *ldflags]
     key = _hash(
         "adapter", framework, version, _opforge_version(), _compiler_identity(tuple(compiler)), *command, "--",
-        *link, source.read_text(),
+        *link, source.read_bytes(),
     )  # fmt: skip
     return _compile(
-        command, link, ["-MMD", "-MF", "{deps}"], source, f"opforge_{framework}", key, cache_dir() / "adapters",
+        command, link, source, f"opforge_{framework}", key, cache_dir() / "adapters",
         f"the {framework} adapter ({source})",
     )  # fmt: skip
 
