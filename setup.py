@@ -12,7 +12,7 @@ Static metadata lives in pyproject.toml. This file adds what needs code:
   into ``opforge/lib/``, with ``lib/adapters.json`` naming the framework
   version each was built for (opforge uses a bundled adapter only for that
   version, and otherwise compiles one at first import from the adapter
-  sources it ships in ``opforge/adapters/``); the pkg-config file
+  sources (and their local headers) it ships in ``opforge/adapters/``); the pkg-config file
   (``lib/pkgconfig/opforge.pc``) and the CMake package configuration
   (``lib/cmake/opforge/``) of the package; then lets CFFI compile ``opforge._capi`` against it
   (``cffi_modules``; rpath ``$ORIGIN/lib``), and ``opforge._probe``, the
@@ -160,7 +160,7 @@ def install_native_files(library: Path, package_dir: Path) -> None:
     sources_dir = package_dir / "adapters"  # for adapters built at first import
     shutil.rmtree(sources_dir, ignore_errors=True)
     sources_dir.mkdir(parents=True)
-    for source in sorted((ROOT / "adapters").glob("*.c")):
+    for source in sorted((ROOT / "adapters").glob("*.[ch]")):
         shutil.copy2(source, sources_dir / source.name)
     (lib_dir / "pkgconfig").mkdir()
     shutil.copy2(PACKAGE_PC, lib_dir / "pkgconfig" / "opforge.pc")

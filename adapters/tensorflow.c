@@ -39,6 +39,7 @@ typedef struct TF_ShapeInferenceContext TF_ShapeInferenceContext;
 #include "tensorflow/c/tf_tensor.h"
 
 #include "opforge.h"
+#include "slots.h"
 
 #if defined(__GNUC__)
 #define OPF_TF_API __attribute__((visibility("default")))
@@ -189,19 +190,31 @@ static void shape_function(int index, TF_ShapeInferenceContext *ctx, TF_Status *
         if (rule->kind == OPF_SHAPE_LIKE) {
             if (handles[rule->like])
                 TF_ShapeInferenceContextSetOutput(ctx, j, handles[rule->like], status);
-        } else if (rule->kind == OPF_SHAPE_DIMS) {
-            bool known = true;
+        } else if (rule->kind == OPF_SHAPE_DIMS || rule->kind == OPF_SHAPE_BATCH) {
+            /* The leading dims of `like` (BATCH), then one dim per reference:
+             * a dim of an input, or a literal size. */
+            bool known = rule->kind == OPF_SHAPE_DIMS ||
+                         (handles[rule->like] && inputs[rule->like] && inputs[rule->like]->ndim >= rule->drop);
             for (int d = 0; d < rule->rank; ++d) {
                 int in = rule->dims[d].input;
-                if (!handles[in] || !inputs[in])
+                if (in >= 0 && (!handles[in] || !inputs[in]))
                     known = false;
             }
             if (!known)
                 continue;
             TF_ShapeHandle *result = TF_ShapeInferenceContextScalar(ctx);
             TF_ShapeHandle *part = TF_NewShapeHandle();
+            if (rule->kind == OPF_SHAPE_BATCH)
+                TF_ShapeInferenceContextSubshape(ctx, handles[rule->like], 0, inputs[rule->like]->ndim - rule->drop,
+                                                 result, status);
             for (int d = 0; d < rule->rank && TF_GetCode(status) == TF_OK; ++d) {
                 int in = rule->dims[d].input;
+                if (in < 0) {
+                    TF_ShapeHandle *size = TF_ShapeInferenceContextVectorFromSize(ctx, rule->dims[d].dim);
+                    TF_ShapeInferenceContextConcatenateShapes(ctx, result, size, result, status);
+                    TF_DeleteShapeHandle(size);
+                    continue;
+                }
                 int64_t k = rule->dims[d].dim < 0 ? rule->dims[d].dim + inputs[in]->ndim : rule->dims[d].dim;
                 TF_ShapeInferenceContextSubshape(ctx, handles[in], k, k + 1, part, status);
                 if (TF_GetCode(status) == TF_OK)
@@ -276,15 +289,9 @@ static void *kernel_create(int index, TF_OpKernelConstruction *ctx) {
         } else {
             char value[MAX_CHOICE_LEN + 1] = {0};
             TF_OpKernelConstruction_GetAttrString(ctx, def->name, value, MAX_CHOICE_LEN, status);
-            state->attrs[a].i = -1;
-            for (int c = 0; c < OPF_MAX_CHOICES && def->choices[c]; ++c)
-                if (strcmp(def->choices[c], value) == 0)
-                    state->attrs[a].i = c;
-            if (TF_GetCode(status) == TF_OK && state->attrs[a].i < 0) {
-                char msg[MAX_SPEC];
-                snprintf(msg, sizeof msg, "%s: attr '%s' has no choice '%s'", slots[index].tf_name, def->name, value);
-                TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
-            }
+            if (TF_GetCode(status) == TF_OK &&
+                opf_op_attr_choice(slots[index].op, a, value, strlen(value), &state->attrs[a].i) != OPF_OK)
+                TF_SetStatus(status, TF_INVALID_ARGUMENT, opf_last_error());
         }
         if (TF_GetCode(status) != TF_OK)
             goto fail;
@@ -302,15 +309,8 @@ fail:
 
 static void kernel_delete(void *state) { free(state); }
 
-/* The TensorFlow code of an opforge failure: bad input is InvalidArgument. */
-static TF_Code code_of(opf_status status) {
-    switch (status) {
-    case OPF_E_NOMEM: return TF_RESOURCE_EXHAUSTED;
-    case OPF_E_UNSUPPORTED: return TF_UNIMPLEMENTED;
-    case OPF_E_INTERNAL: return TF_INTERNAL;
-    default: return TF_INVALID_ARGUMENT;
-    }
-}
+/* The TensorFlow code of an opforge failure (TF_Code numbers absl's codes). */
+static TF_Code code_of(opf_status status) { return (TF_Code)opf_status_code(status); }
 
 static opf_dtype dtype_of(TF_DataType t) {
     return t == TF_FLOAT ? OPF_F32 : t == TF_DOUBLE ? OPF_F64 : OPF_DTYPE_INVALID;
@@ -337,8 +337,8 @@ static void kernel_compute(void *opaque, TF_OpKernelContext *ctx) {
         int ndim = TF_NumDims(in_tf[i]);
         if (ndim > OPF_MAX_RANK) {
             char msg[MAX_SPEC];
-            snprintf(msg, sizeof msg, "opf_%s: %s has rank %d, above the maximum %d", op->name, op->inputs[i].name,
-                     ndim, OPF_MAX_RANK);
+            snprintf(msg, sizeof msg, "%s: %s has rank %d, above the maximum %d",
+                     op->qualname ? op->qualname : op->name, op->inputs[i].name, ndim, OPF_MAX_RANK);
             TF_SetStatus(status, TF_INVALID_ARGUMENT, msg);
             goto done;
         }
@@ -391,29 +391,18 @@ done:
 }
 
 /* One shape function and one kernel constructor per slot: SLOT(tag, index)
- * defines shape_<tag> and create_<tag>; the tags spell the index in base 4. */
+ * defines shape_<tag> and create_<tag> (slots.h). */
 #define SLOT(tag, n)                                                                                                   \
     static void shape_##tag(TF_ShapeInferenceContext *ctx, TF_Status *status) { shape_function(n, ctx, status); }      \
     static void *create_##tag(TF_OpKernelConstruction *ctx) { return kernel_create(n, ctx); }
-#define SLOTS4(tag, n) SLOT(tag##0, (n)*4) SLOT(tag##1, (n)*4 + 1) SLOT(tag##2, (n)*4 + 2) SLOT(tag##3, (n)*4 + 3)
-#define SLOTS16(tag, n)                                                                                                \
-    SLOTS4(tag##0, (n)*4) SLOTS4(tag##1, (n)*4 + 1) SLOTS4(tag##2, (n)*4 + 2) SLOTS4(tag##3, (n)*4 + 3)
-#define SLOTS64(tag, n)                                                                                                \
-    SLOTS16(tag##0, (n)*4) SLOTS16(tag##1, (n)*4 + 1) SLOTS16(tag##2, (n)*4 + 2) SLOTS16(tag##3, (n)*4 + 3)
-SLOTS64(s0, 0)
-SLOTS64(s1, 1)
-SLOTS64(s2, 2)
-SLOTS64(s3, 3)
+OPF_SLOTS_256(SLOT)
 
-#define ENTRY(tag) {shape_##tag, create_##tag},
-#define ENTRIES4(tag) ENTRY(tag##0) ENTRY(tag##1) ENTRY(tag##2) ENTRY(tag##3)
-#define ENTRIES16(tag) ENTRIES4(tag##0) ENTRIES4(tag##1) ENTRIES4(tag##2) ENTRIES4(tag##3)
-#define ENTRIES64(tag) ENTRIES16(tag##0) ENTRIES16(tag##1) ENTRIES16(tag##2) ENTRIES16(tag##3)
+#define ENTRY(tag, n) {shape_##tag, create_##tag},
 
 static const struct {
     void (*shape)(TF_ShapeInferenceContext *, TF_Status *);
     void *(*create)(TF_OpKernelConstruction *);
-} slot_functions[MAX_SLOTS] = {ENTRIES64(s0) ENTRIES64(s1) ENTRIES64(s2) ENTRIES64(s3)};
+} slot_functions[MAX_SLOTS] = {OPF_SLOTS_256(ENTRY)};
 
 /* ---------------------------------------------------------------- registration */
 

@@ -10,7 +10,7 @@ DEMOS += examples/mlp_tensorflow.py
 TF_SYSCONFIG = $(shell $(PYTHON) -c 'import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"; \
   import tensorflow as tf; v = tf.sysconfig.get_$(1)(); print(v if isinstance(v, str) else " ".join(v))' 2>/dev/null)
 
-$(ADAPTER_DIR)/libopforge_tensorflow.so: adapters/tensorflow.c include/opforge.h $(LIB_SO)
+$(ADAPTER_DIR)/libopforge_tensorflow.so: adapters/tensorflow.c adapters/slots.h include/opforge.h $(LIB_SO)
 	@mkdir -p $(dir $@)
 	@inc='$(call TF_SYSCONFIG,include)'; lflags='$(call TF_SYSCONFIG,link_flags)'; \
 	  test -n "$$inc" || { echo "tensorflow.mk: cannot import tensorflow with $(PYTHON)"; exit 1; }; \

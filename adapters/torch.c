@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "opforge.h"
+#include "slots.h"
 
 /* ------------------------------------------------------------------------ */
 /* The stable C ABI of libtorch (declared here; torch's headers are C++)    */
@@ -262,10 +263,7 @@ static bool read_input(const slot *s, call *c, int i, opf_tensor *t, int32_t *de
     uint32_t bit = code == OPF_F32 ? OPF_DTYPES_F32 : code == OPF_F64 ? OPF_DTYPES_F64 : 0;
     if (!(op->dtypes & bit)) {
         snprintf(message, sizeof message, "%s: %s has dtype %s; expected %s", s->label, op->inputs[i].name,
-                 torch_dtype_name(dtype),
-                 (op->dtypes & OPF_DTYPES_F32) && (op->dtypes & OPF_DTYPES_F64) ? "float32 or float64"
-                 : (op->dtypes & OPF_DTYPES_F32)                                ? "float32"
-                                                                                : "float64");
+                 torch_dtype_name(dtype), opf_dtypes_name(op->dtypes));
         return false;
     }
     if (ndim > OPF_MAX_RANK) {
@@ -284,6 +282,12 @@ static bool read_input(const slot *s, call *c, int i, opf_tensor *t, int32_t *de
     return true;
 }
 
+/* "opforge::add: shape mismatch: ..." from the library's message without its
+ * "<op>: " prefix. */
+static void library_message(const slot *s) {
+    snprintf(message, sizeof message, "%s: %s", s->label, opf_last_error_detail());
+}
+
 /* Reads attribute a from the stack value v into *value. */
 static bool read_attr(const slot *s, call *c, int a, StableIValue v, opf_attr_value *value) {
     const opf_attr_def *attr = &s->op->attrs[a];
@@ -299,35 +303,15 @@ static bool read_attr(const slot *s, call *c, int a, StableIValue v, opf_attr_va
             snprintf(message, sizeof message, "%s: cannot read attribute %s", s->label, attr->name);
             return false;
         }
-        for (int k = 0; k < OPF_MAX_CHOICES && attr->choices[k]; ++k) {
-            if (strlen(attr->choices[k]) == length && memcmp(attr->choices[k], text, length) == 0) {
-                value->i = k;
-                return true;
-            }
+        if (opf_op_attr_choice(s->op, a, text, length, &value->i) != OPF_OK) {
+            library_message(s);
+            return false;
         }
-        int n = snprintf(message, sizeof message, "%s: %s must be one of", s->label, attr->name);
-        for (int k = 0; k < OPF_MAX_CHOICES && attr->choices[k] && n > 0 && (size_t)n < sizeof message; ++k) {
-            n += snprintf(message + n, sizeof message - (size_t)n, "%s '%s'", k ? "," : "", attr->choices[k]);
-        }
-        if (n > 0 && (size_t)n < sizeof message) {
-            snprintf(message + n, sizeof message - (size_t)n, ", got '%.*s'", (int)(length > 200 ? 200 : length), text);
-        }
-        return false;
+        return true;
     }
     }
     snprintf(message, sizeof message, "%s: attribute %s has an unknown type", s->label, attr->name);
     return false;
-}
-
-/* "opforge::add: shape mismatch: ..." from the library's "opf_add: shape mismatch: ...". */
-static void library_message(const slot *s) {
-    const char *text = opf_last_error();
-    size_t name_length = strlen(s->op->name);
-    if (strncmp(text, "opf_", 4) == 0 && strncmp(text + 4, s->op->name, name_length) == 0 &&
-        strncmp(text + 4 + name_length, ": ", 2) == 0) {
-        text += 4 + name_length + 2;
-    }
-    snprintf(message, sizeof message, "%s: %s", s->label, text);
 }
 
 /* Reads output_mask (owned by c->mask) into wanted[]: every output is wanted
@@ -498,29 +482,14 @@ static void run_boxed(const slot *s, StableIValue *stack, uint64_t num_args, uin
     release(&c);
 }
 
-/* One trampoline per slot, named by its slot number in base 4
- * (trampoline_1032 runs slot 1*64 + 0*16 + 3*4 + 2). */
-#define TRAMPOLINE(name, index)                                                                                        \
-    static void trampoline_##name(StableIValue *stack, uint64_t num_args, uint64_t num_outputs) {                      \
+/* One trampoline per slot (slots.h). */
+#define TRAMPOLINE(tag, index)                                                                                         \
+    static void trampoline_##tag(StableIValue *stack, uint64_t num_args, uint64_t num_outputs) {                       \
         run_boxed(&slots[index], stack, num_args, num_outputs);                                                        \
     }
-#define TRAMPOLINES4(n, i)                                                                                             \
-    TRAMPOLINE(n##0, (i)*4) TRAMPOLINE(n##1, (i)*4 + 1) TRAMPOLINE(n##2, (i)*4 + 2) TRAMPOLINE(n##3, (i)*4 + 3)
-#define TRAMPOLINES16(n, i)                                                                                            \
-    TRAMPOLINES4(n##0, (i)*4)                                                                                          \
-    TRAMPOLINES4(n##1, (i)*4 + 1) TRAMPOLINES4(n##2, (i)*4 + 2) TRAMPOLINES4(n##3, (i)*4 + 3)
-#define TRAMPOLINES64(n, i)                                                                                            \
-    TRAMPOLINES16(n##0, (i)*4)                                                                                         \
-    TRAMPOLINES16(n##1, (i)*4 + 1) TRAMPOLINES16(n##2, (i)*4 + 2) TRAMPOLINES16(n##3, (i)*4 + 3)
-TRAMPOLINES64(0, 0)
-TRAMPOLINES64(1, 1)
-TRAMPOLINES64(2, 2)
-TRAMPOLINES64(3, 3)
-#define REF(n) trampoline_##n,
-#define REFS4(n) REF(n##0) REF(n##1) REF(n##2) REF(n##3)
-#define REFS16(n) REFS4(n##0) REFS4(n##1) REFS4(n##2) REFS4(n##3)
-#define REFS64(n) REFS16(n##0) REFS16(n##1) REFS16(n##2) REFS16(n##3)
-static const boxed_kernel trampolines[MAX_SLOTS] = {REFS64(0) REFS64(1) REFS64(2) REFS64(3)};
+OPF_SLOTS_256(TRAMPOLINE)
+#define TRAMPOLINE_REF(tag, index) trampoline_##tag,
+static const boxed_kernel trampolines[MAX_SLOTS] = {OPF_SLOTS_256(TRAMPOLINE_REF)};
 
 /* ------------------------------------------------------------------------ */
 /* Registration                                                              */

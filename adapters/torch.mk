@@ -12,7 +12,7 @@ endif
 ADAPTER_TESTS += test-torch
 DEMOS += examples/mlp_torch.py
 
-$(ADAPTER_DIR)/libopforge_torch.so: adapters/torch.c include/opforge.h $(LIB_SO)
+$(ADAPTER_DIR)/libopforge_torch.so: adapters/torch.c adapters/slots.h include/opforge.h $(LIB_SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(ADAPTER_CFLAGS) -fexceptions adapters/torch.c -o $@ $(ADAPTER_LDFLAGS) -L$(TORCH_LIB_DIR) -ltorch_cpu -ldl
 

@@ -33,6 +33,8 @@
  * plugin has its own copy of XLA.
  */
 #include <opforge.h>
+
+#include "slots.h"
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -80,14 +82,8 @@ static XLA_FFI_Error *opf_xla_fail(const XLA_FFI_CallFrame *frame, XLA_FFI_Error
     return frame->api->XLA_FFI_Error_Create(&args);
 }
 
-static XLA_FFI_Error_Code opf_xla_code(opf_status status) {
-    switch (status) {
-    case OPF_E_NOMEM: return XLA_FFI_Error_Code_RESOURCE_EXHAUSTED;
-    case OPF_E_UNSUPPORTED: return XLA_FFI_Error_Code_UNIMPLEMENTED;
-    case OPF_E_INTERNAL: return XLA_FFI_Error_Code_INTERNAL;
-    default: return XLA_FFI_Error_Code_INVALID_ARGUMENT;
-    }
-}
+/* XLA_FFI_Error_Code numbers absl's codes, as opf_status_code does. */
+static XLA_FFI_Error_Code opf_xla_code(opf_status status) { return (XLA_FFI_Error_Code)opf_status_code(status); }
 
 /* ------------------------------------------------------------------------ */
 /* Metadata query                                                            */
@@ -147,14 +143,6 @@ static opf_dtype opf_xla_dtype(XLA_FFI_DataType dtype) {
     }
 }
 
-static const char *opf_xla_expected_dtypes(uint32_t dtypes) {
-    switch (dtypes & (OPF_DTYPES_F32 | OPF_DTYPES_F64)) {
-    case OPF_DTYPES_F32: return "float32";
-    case OPF_DTYPES_F64: return "float64";
-    default: return "float32 or float64";
-    }
-}
-
 /* One tensor argument: the XLA buffer seen as an opf_tensor (C-contiguous:
  * ffi_call asks for XLA's default row-major layout). */
 typedef struct opf_xla_arg {
@@ -172,7 +160,7 @@ static XLA_FFI_Error *opf_xla_view(const XLA_FFI_CallFrame *frame, const char *l
     opf_dtype dtype = opf_xla_dtype(buffer->dtype);
     if (dtype == OPF_DTYPE_INVALID || ((dtype == OPF_F32 ? OPF_DTYPES_F32 : OPF_DTYPES_F64) & op_dtypes) == 0) {
         return opf_xla_fail(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT, "%s: %s %s has dtype %s; expected %s", label,
-                            what, name, opf_xla_dtype_name(buffer->dtype), opf_xla_expected_dtypes(op_dtypes));
+                            what, name, opf_xla_dtype_name(buffer->dtype), opf_dtypes_name(op_dtypes));
     }
     if (buffer->rank < 0 || buffer->rank > OPF_MAX_RANK || (buffer->rank > 0 && buffer->dims == NULL)) {
         return opf_xla_fail(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
@@ -288,23 +276,10 @@ static XLA_FFI_Error *opf_xla_attrs(const XLA_FFI_CallFrame *frame, const char *
             }
         } else if (def->type == OPF_ATTR_ENUM && type == XLA_FFI_AttrType_STRING) {
             const XLA_FFI_ByteSpan *text = attr;
-            int found = 0;
-            for (int c = 0; c < OPF_MAX_CHOICES && def->choices[c] != NULL && !found; c++) {
-                if (opf_xla_name_is(text, def->choices[c])) {
-                    values[a].i = c;
-                    found = 1;
-                }
-            }
-            if (found) {
+            if (opf_op_attr_choice(op, a, text->ptr, text->len, &values[a].i) == OPF_OK) {
                 continue;
             }
-            char choices[256] = "";
-            for (int c = 0; c < OPF_MAX_CHOICES && def->choices[c] != NULL; c++) {
-                size_t used = strlen(choices);
-                snprintf(choices + used, sizeof choices - used, "%s'%s'", c ? ", " : "", def->choices[c]);
-            }
-            return opf_xla_fail(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT, "%s: %s must be one of %s, got '%.*s'",
-                                label, def->name, choices, (int)(text->len > 200 ? 200 : text->len), text->ptr);
+            return opf_xla_fail(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT, "%s: %s", label, opf_last_error_detail());
         }
         static const char *const kinds[] = {"", "a float scalar", "an integer scalar", "a string"};
         return opf_xla_fail(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT, "%s: attribute %s must be %s", label, def->name,
@@ -468,7 +443,7 @@ static XLA_FFI_Error *opf_xla_handle(int platform, int slot_index, XLA_FFI_CallF
     opf_status status = platform == OPF_XLA_CUDA ? opf_op_run_cuda(op, inputs, outputs, attrs, stream)
                                                  : opf_op_run(op, inputs, outputs, attrs);
     if (status != OPF_OK) {
-        return opf_xla_fail(frame, opf_xla_code(status), "%s: %s", label, opf_last_error());
+        return opf_xla_fail(frame, opf_xla_code(status), "%s: %s", label, opf_last_error_detail());
     }
     return NULL;
 }
@@ -477,43 +452,16 @@ static XLA_FFI_Error *opf_xla_handle(int platform, int slot_index, XLA_FFI_CallF
 /* The slots                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* clang-format off */
-#define OPF_XLA_SLOT(p, s)                                                                                             \
-    static XLA_FFI_Error *opf_xla_slot_##p##_##s(XLA_FFI_CallFrame *frame) {                                           \
-        return opf_xla_handle(p, s, frame);                                                                            \
-    }
-#define OPF_XLA_SLOTS_10(p, h)                                                                                         \
-    OPF_XLA_SLOT(p, h##0) OPF_XLA_SLOT(p, h##1) OPF_XLA_SLOT(p, h##2) OPF_XLA_SLOT(p, h##3)                            \
-    OPF_XLA_SLOT(p, h##4) OPF_XLA_SLOT(p, h##5) OPF_XLA_SLOT(p, h##6) OPF_XLA_SLOT(p, h##7)                            \
-    OPF_XLA_SLOT(p, h##8) OPF_XLA_SLOT(p, h##9)
-/* Slots 0..9, 10..99 and 100..127, written as decimal tokens. */
-#define OPF_XLA_ALL_SLOTS(p)                                                                                           \
-    OPF_XLA_SLOT(p, 0) OPF_XLA_SLOT(p, 1) OPF_XLA_SLOT(p, 2) OPF_XLA_SLOT(p, 3) OPF_XLA_SLOT(p, 4)                     \
-    OPF_XLA_SLOT(p, 5) OPF_XLA_SLOT(p, 6) OPF_XLA_SLOT(p, 7) OPF_XLA_SLOT(p, 8) OPF_XLA_SLOT(p, 9)                     \
-    OPF_XLA_SLOTS_10(p, 1) OPF_XLA_SLOTS_10(p, 2) OPF_XLA_SLOTS_10(p, 3) OPF_XLA_SLOTS_10(p, 4)                        \
-    OPF_XLA_SLOTS_10(p, 5) OPF_XLA_SLOTS_10(p, 6) OPF_XLA_SLOTS_10(p, 7) OPF_XLA_SLOTS_10(p, 8)                        \
-    OPF_XLA_SLOTS_10(p, 9) OPF_XLA_SLOTS_10(p, 10) OPF_XLA_SLOTS_10(p, 11)                                             \
-    OPF_XLA_SLOT(p, 120) OPF_XLA_SLOT(p, 121) OPF_XLA_SLOT(p, 122) OPF_XLA_SLOT(p, 123)                                \
-    OPF_XLA_SLOT(p, 124) OPF_XLA_SLOT(p, 125) OPF_XLA_SLOT(p, 126) OPF_XLA_SLOT(p, 127)
-
-#define OPF_XLA_REF(p, s) opf_xla_slot_##p##_##s,
-#define OPF_XLA_REFS_10(p, h)                                                                                          \
-    OPF_XLA_REF(p, h##0) OPF_XLA_REF(p, h##1) OPF_XLA_REF(p, h##2) OPF_XLA_REF(p, h##3) OPF_XLA_REF(p, h##4)           \
-    OPF_XLA_REF(p, h##5) OPF_XLA_REF(p, h##6) OPF_XLA_REF(p, h##7) OPF_XLA_REF(p, h##8) OPF_XLA_REF(p, h##9)
-#define OPF_XLA_ALL_REFS(p)                                                                                            \
-    OPF_XLA_REF(p, 0) OPF_XLA_REF(p, 1) OPF_XLA_REF(p, 2) OPF_XLA_REF(p, 3) OPF_XLA_REF(p, 4)                          \
-    OPF_XLA_REF(p, 5) OPF_XLA_REF(p, 6) OPF_XLA_REF(p, 7) OPF_XLA_REF(p, 8) OPF_XLA_REF(p, 9)                          \
-    OPF_XLA_REFS_10(p, 1) OPF_XLA_REFS_10(p, 2) OPF_XLA_REFS_10(p, 3) OPF_XLA_REFS_10(p, 4)                            \
-    OPF_XLA_REFS_10(p, 5) OPF_XLA_REFS_10(p, 6) OPF_XLA_REFS_10(p, 7) OPF_XLA_REFS_10(p, 8)                            \
-    OPF_XLA_REFS_10(p, 9) OPF_XLA_REFS_10(p, 10) OPF_XLA_REFS_10(p, 11)                                                \
-    OPF_XLA_REF(p, 120) OPF_XLA_REF(p, 121) OPF_XLA_REF(p, 122) OPF_XLA_REF(p, 123)                                    \
-    OPF_XLA_REF(p, 124) OPF_XLA_REF(p, 125) OPF_XLA_REF(p, 126) OPF_XLA_REF(p, 127)
-
-OPF_XLA_ALL_SLOTS(0)
-OPF_XLA_ALL_SLOTS(1)
-
-static XLA_FFI_Handler *const g_handlers[2][OPF_XLA_SLOTS] = {{OPF_XLA_ALL_REFS(0)}, {OPF_XLA_ALL_REFS(1)}};
-/* clang-format on */
+#define OPF_XLA_SLOT(p, tag, index)                                                                                    \
+    static XLA_FFI_Error *opf_xla_slot_##p##_##tag(XLA_FFI_CallFrame *frame) { return opf_xla_handle(p, index, frame); }
+#define OPF_XLA_CPU_SLOT(tag, index) OPF_XLA_SLOT(0, tag, index)
+#define OPF_XLA_CUDA_SLOT(tag, index) OPF_XLA_SLOT(1, tag, index)
+OPF_SLOTS_128(OPF_XLA_CPU_SLOT)
+OPF_SLOTS_128(OPF_XLA_CUDA_SLOT)
+#define OPF_XLA_CPU_REF(tag, index) opf_xla_slot_0_##tag,
+#define OPF_XLA_CUDA_REF(tag, index) opf_xla_slot_1_##tag,
+static XLA_FFI_Handler *const g_handlers[2][OPF_XLA_SLOTS] = {{OPF_SLOTS_128(OPF_XLA_CPU_REF)},
+                                                              {OPF_SLOTS_128(OPF_XLA_CUDA_REF)}};
 
 _Static_assert(sizeof g_handlers[0] / sizeof g_handlers[0][0] == OPF_XLA_SLOTS, "one handler per slot");
 

@@ -8,7 +8,7 @@ endif
 ADAPTER_TESTS += test-jax
 DEMOS += examples/mlp_jax.py
 
-$(ADAPTER_DIR)/libopforge_xla.so: adapters/xla.c include/opforge.h $(LIB_SO)
+$(ADAPTER_DIR)/libopforge_xla.so: adapters/xla.c adapters/slots.h include/opforge.h $(LIB_SO)
 	@mkdir -p $(dir $@)
 	@test -n "$(XLA_INCLUDE)" || { echo "libopforge_xla.so: jax.ffi.include_dir() not found with $(PYTHON)" >&2; exit 1; }
 	$(CC) $(ADAPTER_CFLAGS) -isystem $(XLA_INCLUDE) adapters/xla.c -o $@ $(ADAPTER_LDFLAGS)

@@ -47,17 +47,21 @@ extern "C" {
 #define OPF_VERSION_MAJOR 0
 #define OPF_VERSION_MINOR 1
 #define OPF_VERSION_PATCH 0
-/* Version of the op-table layout below. A table built against another
- * version is rejected by opf_op_table_validate(). */
-#define OPF_TABLE_ABI_VERSION 1
+/* Version of the op-table layout below (opf_op_def, opf_op_table, opf_op_decl,
+ * the kernel types). A table built against another version is rejected by
+ * opf_op_table_validate() and opf_ops_resolve(). Version 2 added the
+ * declaration layer (opf_op_decl, signatures, kernel engines); libraries
+ * built for version 1 must be rebuilt. */
+#define OPF_TABLE_ABI_VERSION 2
 
 #define OPF_MAX_RANK 16     /* highest tensor rank any op accepts */
 #define OPF_MAX_ARGS 8      /* inputs or outputs per op */
 #define OPF_MAX_ATTRS 8     /* attributes per op */
-#define OPF_MAX_CHECKS 8    /* shape checks per op */
+#define OPF_MAX_CHECKS 16   /* shape checks per op */
 #define OPF_MAX_GRADS 4     /* gradient rules per op */
 #define OPF_MAX_CHOICES 8   /* names of one enum attribute */
 #define OPF_MAX_RULE_RANK 4 /* rank of an output described dim by dim */
+#define OPF_NUM_VARIANTS 3  /* per-ISA builds of an authored kernel (opf_kernel_variant) */
 
 /* ------------------------------------------------------------------------ */
 /* Status and errors                                                         */
@@ -75,11 +79,20 @@ typedef enum opf_status {
     OPF_E_INTERNAL = 8
 } opf_status;
 
-/* Message describing the last failure on the calling thread ("" if none).
+/* Message describing the last failure on the calling thread ("" if none),
+ * prefixed by the op that failed: "myops.rowsum: x must have rank 2, ...".
  * Valid until the next opforge call on this thread. */
 OPF_API const char *opf_last_error(void);
+/* The same message without its "<op>: " prefix (what adapters put after their
+ * own name for the op). */
+OPF_API const char *opf_last_error_detail(void);
 /* Static name of a status code, e.g. "OPF_E_SHAPE". */
 OPF_API const char *opf_status_name(opf_status status);
+/* The canonical error code of a failure, numbered as absl's status codes,
+ * which TensorFlow (TF_Code) and XLA (XLA_FFI_Error_Code) share: 3 invalid
+ * argument (bad input of any kind), 8 resource exhausted (OPF_E_NOMEM), 12
+ * unimplemented (OPF_E_UNSUPPORTED), 13 internal; 0 for OPF_OK. */
+OPF_API int opf_status_code(opf_status status);
 /* Library version, e.g. "0.1.0". */
 OPF_API const char *opf_version(void);
 
@@ -130,6 +143,8 @@ typedef struct opf_tensor {
 OPF_API size_t opf_dtype_size(opf_dtype dtype);
 /* "float32", "float64", … ("invalid" for an unknown dtype). */
 OPF_API const char *opf_dtype_name(opf_dtype dtype);
+/* A set of OPF_DTYPES_* bits in words: "float32", "float32 or float64". */
+OPF_API const char *opf_dtypes_name(uint32_t dtypes);
 
 /* ------------------------------------------------------------------------ */
 /* The op table                                                              */
@@ -157,20 +172,29 @@ typedef struct opf_attr_def {
 /* Flags of an input or output. */
 #define OPF_ARG_OPTIONAL 1 /* may be NULL; checks naming it are then skipped */
 #define OPF_ARG_MUTATED 2  /* input written in place (the op returns it) */
+#define OPF_ARG_BATCHED                                                                                                \
+    4 /* has "..." in its signature: leading dims shared with the other                                                \
+         batched arguments, then core_dims dims of its own */
 
 typedef struct opf_arg_def {
     const char *name;
     uint32_t flags;
     const char *doc;
+    int32_t core_dims; /* with OPF_ARG_BATCHED: the dims after "..." (a row-wise op's row) */
 } opf_arg_def;
 
 /* Shape checks an op's inputs must pass. Dimension indices may be negative
- * (counted from the end). A check naming an absent optional input is skipped. */
+ * (counted from the end). A check naming an absent optional input is skipped.
+ * Rows resolved from a signature (opf_ops_resolve) get their checks from it. */
 typedef enum opf_check_kind {
     OPF_CHECK_NONE = 0,
     OPF_CHECK_RANK = 1,       /* input a has rank `rank` */
     OPF_CHECK_SAME_SHAPE = 2, /* inputs a and b have the same shape */
-    OPF_CHECK_DIM_EQ = 3      /* dim a_dim of input a == dim b_dim of input b */
+    OPF_CHECK_DIM_EQ = 3,     /* dim a_dim of input a == dim b_dim of input b */
+    OPF_CHECK_MIN_RANK = 4,   /* input a has rank `rank` or more */
+    OPF_CHECK_DIM_IS = 5,     /* dim a_dim of input a == `rank` (a literal size) */
+    OPF_CHECK_BATCH_EQ = 6    /* input a without its last a_dim dims has the shape of
+                                 input b without its last b_dim dims ("..." in a signature) */
 } opf_check_kind;
 
 typedef struct opf_check {
@@ -184,9 +208,13 @@ typedef struct opf_check {
 typedef enum opf_shape_kind {
     OPF_SHAPE_NONE = 0,
     OPF_SHAPE_LIKE = 1, /* the shape of input `like` */
-    OPF_SHAPE_DIMS = 2  /* rank `rank`; dim d is dim dims[d].dim of input dims[d].input */
+    OPF_SHAPE_DIMS = 2, /* rank `rank`; dim d is dim dims[d].dim of input dims[d].input */
+    OPF_SHAPE_BATCH = 3 /* the dims of input `like` but its last `drop`, then `rank`
+                           dims as OPF_SHAPE_DIMS ("y[..., N]" in a signature) */
 } opf_shape_kind;
 
+/* A dim of an output: dim `dim` of input `input`, or, with input == -1, the
+ * literal size `dim`. */
 typedef struct opf_dim_ref {
     int32_t input;
     int32_t dim; /* may be negative: counted from the end */
@@ -197,6 +225,7 @@ typedef struct opf_shape_rule {
     int32_t like;
     int32_t rank;
     opf_dim_ref dims[OPF_MAX_RULE_RANK];
+    int32_t drop;
 } opf_shape_rule;
 
 /* Where an argument of a gradient op comes from. */
@@ -235,7 +264,9 @@ typedef struct opf_grad_def {
  * every check the row declares has passed: dtypes supported and equal, devices
  * CPU, shapes valid, outputs of the inferred shapes and not overlapping inputs
  * (elementwise ops may alias exactly). inputs[i]/outputs[i] are NULL for absent
- * optional arguments; attrs are in declared order. */
+ * optional arguments; attrs are in declared order. Tensors are views: any
+ * strides (NULL: C-contiguous), including zero and negative ones. On failure
+ * it returns opf_error(status, "...") so that the caller sees why. */
 typedef opf_status (*opf_compute_fn)(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                                      const opf_attr_value *attrs);
 
@@ -246,6 +277,61 @@ typedef opf_status (*opf_compute_fn)(const opf_tensor *const *inputs, const opf_
 typedef opf_status (*opf_cuda_compute_fn)(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                                           const opf_attr_value *attrs, void *stream);
 
+/* ------------------------------------------------------------------------ */
+/* Authored kernels: the math only (see OPF_ELTWISE_KERNEL, OPF_ROW_KERNEL)   */
+/* ------------------------------------------------------------------------ */
+
+/* The per-ISA builds of an authored kernel. The variant run is the best one
+ * present at or below the level opf_get_isa() reports (OPFORGE_ISA
+ * included): avx512 and avx2 on x86-64, the base build elsewhere (NEON is the
+ * base on AArch64) and at the scalar and portable levels. */
+typedef enum opf_kernel_variant {
+    OPF_VARIANT_BASE = 0,
+    OPF_VARIANT_AVX2 = 1,  /* x86-64: AVX2 + FMA */
+    OPF_VARIANT_AVX512 = 2 /* x86-64: AVX-512 F/VL/BW/DQ */
+} opf_kernel_variant;
+
+/* An elementwise kernel over n contiguous elements: in[i] points at n
+ * elements of input i, out[j] at n elements of output j, all of one dtype.
+ * An output may be exactly an input (in place). The elementwise engine calls
+ * it on chunks of any tensor views, from any thread. */
+typedef void (*opf_eltwise_fn)(int64_t n, const void *const *in, void *const *out, const opf_attr_value *attrs);
+
+typedef struct opf_eltwise_kernel {
+    int32_t num_inputs, num_outputs; /* what the kernel reads and writes */
+    opf_eltwise_fn f32[OPF_NUM_VARIANTS];
+    opf_eltwise_fn f64[OPF_NUM_VARIANTS];
+} opf_eltwise_kernel;
+
+/* One row of a row-wise op. in[i] is input i's row: in_len[i] contiguous
+ * elements (the dims after its "..."), or the whole input, contiguous, for an
+ * input declared without "..." (the same for every row); NULL when an optional
+ * input is absent. out[j] is output j's row of out_len[j] contiguous
+ * elements. Rows never overlap each other or the inputs. */
+typedef struct opf_row_args {
+    const void *in[OPF_MAX_ARGS];
+    int64_t in_len[OPF_MAX_ARGS];
+    void *out[OPF_MAX_ARGS];
+    int64_t out_len[OPF_MAX_ARGS];
+    const opf_attr_value *attrs;
+} opf_row_args;
+
+typedef void (*opf_row_fn)(const opf_row_args *args);
+
+typedef struct opf_row_kernel {
+    int32_t num_inputs, num_outputs;
+    opf_row_fn f32[OPF_NUM_VARIANTS];
+    opf_row_fn f64[OPF_NUM_VARIANTS];
+} opf_row_kernel;
+
+/* ------------------------------------------------------------------------ */
+/* Rows and tables                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* A row: everything an adapter needs to register an op. A row comes from a
+ * declaration (opf_op_decl, resolved by opf_ops_resolve, which fills every
+ * count, check and rule from the signature) or, for code that needs full
+ * control, is written out by hand. */
 typedef struct opf_op_def {
     const char *name; /* lower_snake_case, unique within a table */
     const char *doc;  /* one paragraph */
@@ -262,18 +348,89 @@ typedef struct opf_op_def {
     opf_check checks[OPF_MAX_CHECKS];
     int32_t num_grads;
     opf_grad_def grads[OPF_MAX_GRADS];
-    opf_compute_fn compute;           /* CPU kernel (required) */
+    /* How the row computes on the CPU: exactly one of compute (a raw compute
+     * function), eltwise (run by opforge's elementwise engine; the row must be
+     * OPF_OP_ELEMENTWISE) and row (run by the row engine). */
+    opf_compute_fn compute;
     opf_cuda_compute_fn compute_cuda; /* CUDA kernel, or NULL */
+    const opf_eltwise_kernel *eltwise;
+    const opf_row_kernel *row;
+    const char *qualname;  /* "<table>.<name>", the prefix of the row's errors (NULL: name) */
+    const char *signature; /* the declaration's signature, or NULL */
 } opf_op_def;
 
 /* A table of ops: what libopforge exposes for its built-in ops, and what a
- * user's library exposes for its own (see OPF_EXPORT_OP_TABLE below). */
+ * user's library exposes for its own (see OPF_EXPORT_OPS below). */
 typedef struct opf_op_table {
     uint32_t abi_version; /* OPF_TABLE_ABI_VERSION */
     const char *name;     /* namespace of the ops, e.g. "opforge" */
     int64_t num_ops;
     const opf_op_def *const *ops;
 } opf_op_table;
+
+/* ------------------------------------------------------------------------ */
+/* Declarations: one signature string per op, no counts                      */
+/* ------------------------------------------------------------------------ */
+
+/* One op, declared. The signature names everything a row holds:
+ *
+ *   "softplus(x) -> y"                        elementwise: x, y any shape
+ *   "add(a, b) -> y"                          elementwise: a, b the same shape
+ *   "scale(x, *, alpha: float = 1) -> y"      attributes after '*'
+ *   "rowsum(x[..., M]) -> y[...]"             row-wise: "..." are the rows
+ *   "dense(x[N,K], w[K,M], b[M]?, *, activation: {none, relu} = none) -> y[N,M]"
+ *   "relu_(x!) -> ()"                         x written in place
+ *   "dense_grad(dy[N,M], x[N,K], w[K,M], y[N,M]?, *, activation: {none, relu} = none)
+ *      -> (dx[N,K]?, dw[K,M]?, db[M]?)"        optional outputs may be skipped
+ *
+ * A tensor without dims, or "[...]", is any shape; named dims are checked
+ * equal wherever a name recurs, and a literal size (e.g. "[..., 3]") must
+ * match; "..." stands for the same leading dims in every argument that has it.
+ * '?' marks an optional argument, '!' an input written in place. Attribute
+ * types: float, int, or an enum {choice, ...}; "= value" gives the default
+ * (required for enums: the first choice if omitted).
+ *
+ * grad (NULL: the op is not differentiable, and every framework says so when
+ * asked for its gradient) states, per gradient op, which input gradients it
+ * produces from which values, separated by ';':
+ *
+ *   "dx = relu_grad(dy, x)"                   dy: the gradient of output y
+ *   "da = dy; db = dy"                        identity
+ *   "dx, dw, db = dense_grad(dy, x, w, y)"    several inputs at once
+ *   "_, dw = ..."                             '_': an output not used / an absent input
+ *
+ * A source is a forward input or output by name, "d<output>" for the gradient
+ * flowing into that output, or '_' for nothing. The gradient op's attributes
+ * are the forward op's of the same name. Gradient rows declare their own grad,
+ * so derivatives compose to any order. */
+typedef struct opf_op_decl {
+    const char *signature;
+    const char *doc;      /* one paragraph */
+    const char *grad;     /* gradient rules, or NULL */
+    const char *arg_docs; /* optional: "x: the input; y: the result" */
+    uint32_t dtypes;      /* OPF_DTYPES_* bits; 0 means float32 and float64 */
+    /* Exactly one of eltwise, row, compute. */
+    const opf_eltwise_kernel *eltwise;
+    const opf_row_kernel *row;
+    opf_compute_fn compute;
+    opf_cuda_compute_fn compute_cuda; /* optional */
+} opf_op_decl;
+
+/* A table, declared: its namespace and its ops, up to an entry whose
+ * signature is NULL ({0}). */
+typedef struct opf_ops_decl {
+    uint32_t abi_version; /* OPF_TABLE_ABI_VERSION */
+    const char *name;     /* namespace: a lower_snake_case identifier */
+    const opf_op_decl *ops;
+} opf_ops_decl;
+
+/* Resolves a declared table into rows (parsing every signature and gradient
+ * rule, checking each against its kernel), validated as by
+ * opf_op_table_validate. NULL on a mistake, with opf_last_error() naming the
+ * table, the row and what is wrong. Release the result with opf_ops_release. */
+OPF_API const opf_op_table *opf_ops_resolve(const opf_ops_decl *decl);
+/* Frees a table made by opf_ops_resolve (NULL is ignored). */
+OPF_API void opf_ops_release(const opf_op_table *table);
 
 /* The table of built-in ops. */
 OPF_API const opf_op_table *opf_builtin_ops(void);
@@ -307,6 +464,13 @@ OPF_API opf_status opf_op_infer_shape(const opf_op_def *op, const opf_tensor *co
 
 /* Default attribute values of `op`, written to attrs[0 .. num_attrs). */
 OPF_API void opf_op_default_attrs(const opf_op_def *op, opf_attr_value *attrs);
+
+/* The index of choice `text` (`length` bytes, not necessarily NUL-terminated)
+ * of enum attribute `attr` of `op`, in *index. OPF_E_INVALID otherwise, with
+ * the message "<op>: activation must be one of 'none', 'relu', got 'tanh'".
+ * Every adapter decodes enum attributes with it. */
+OPF_API opf_status opf_op_attr_choice(const opf_op_def *op, int32_t attr, const char *text, size_t length,
+                                      int64_t *index);
 
 /* ------------------------------------------------------------------------ */
 /* Built-in ops (each is opf_op_run on its row of opf_builtin_ops())          */
@@ -381,11 +545,256 @@ static inline opf_tensor opf_tensor_make(void *data, opf_dtype dtype, int32_t nd
     return t;
 }
 
-/* A user library exposes its table with OPF_EXPORT_OP_TABLE(my_table); every
- * adapter finds it as the symbol `opforge_op_table`. */
+/* Reports a failure from a compute function: records the message (opforge
+ * prefixes the op's name: "myops.solve: matrix is singular") and returns
+ * `status`, so a compute function ends with `return opf_error(...)`. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+OPF_API opf_status
+opf_error(opf_status status, const char *fmt, ...);
+
+/* A library exposes a hand-written table with OPF_EXPORT_OP_TABLE(my_table);
+ * every adapter finds it as the symbol `opforge_op_table`. */
 #define OPF_EXPORT_OP_TABLE(table)                                                                                     \
     OPF_API const opf_op_table *opforge_op_table(void);                                                                \
     OPF_API const opf_op_table *opforge_op_table(void) { return &(table); }
+
+#if !defined(__cplusplus)
+#include <stdatomic.h>
+
+/* A library exposes declared ops with OPF_EXPORT_OPS("myops", my_decls), where
+ * my_decls is an array of opf_op_decl ending with {0}. The table is resolved
+ * on first use (once, thread-safe) and released when the library unloads; a
+ * declaration mistake makes opforge_op_table() return NULL, with
+ * opf_last_error() saying which row is wrong and why. */
+#define OPF_EXPORT_OPS(ns, decls)                                                                                      \
+    static const opf_ops_decl opf__ops_decl = {OPF_TABLE_ABI_VERSION, ns, decls};                                      \
+    static const opf_op_table *_Atomic opf__ops_table;                                                                 \
+    OPF_API const opf_op_table *opforge_op_table(void);                                                                \
+    OPF_API const opf_op_table *opforge_op_table(void) {                                                               \
+        const opf_op_table *table = atomic_load(&opf__ops_table);                                                      \
+        if (table == NULL) {                                                                                           \
+            const opf_op_table *none = NULL;                                                                           \
+            table = opf_ops_resolve(&opf__ops_decl);                                                                   \
+            if (table != NULL && !atomic_compare_exchange_strong(&opf__ops_table, &none, table)) {                     \
+                opf_ops_release(table);                                                                                \
+                table = none;                                                                                          \
+            }                                                                                                          \
+        }                                                                                                              \
+        return table;                                                                                                  \
+    }                                                                                                                  \
+    __attribute__((destructor)) static void opf__ops_unload(void) {                                                    \
+        opf_ops_release(atomic_exchange(&opf__ops_table, NULL));                                                       \
+    }
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Writing kernels: the math only                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * OPF_ELTWISE_KERNEL(name, (inputs...), (outputs...), body) defines the
+ * elementwise kernel `name` (an opf_eltwise_kernel) from one body written for
+ * one element of every dtype. Inside the body each input is a value of type
+ * T (float or double), each output a T variable to assign, and attrs[i] the
+ * op's attributes in declared order (attrs[i].f, attrs[i].i):
+ *
+ *   OPF_ELTWISE_KERNEL(softplus, (x), (y), y = x > 20 ? x : opf_log1p(opf_exp(x));)
+ *   OPF_ELTWISE_KERNEL(scale, (x), (y), y = (T)attrs[0].f * x;)
+ *
+ * opforge runs it over contiguous chunks of any tensor views (strides,
+ * broadcasts, in place, empty and 0-d tensors, threads). The body is compiled
+ * once per dtype and, on x86-64, once more for AVX2 and for AVX-512; the
+ * compiler vectorizes each build (keep the body free of calls other than the
+ * inline opf_* math, and of branches other than ?:). OPF_IS_F64 tells a body
+ * which dtype it is compiled for.
+ *
+ * OPF_ROW_KERNEL(name, (inputs...), (outputs...), body) defines a row
+ * kernel: in the body each input is a `const T *` to its row (n_<name>
+ * elements), each output a `T *` to its row (n_<name> elements), n is the
+ * first input's row length and attrs the attributes:
+ *
+ *   OPF_ROW_KERNEL(rowsum, (x), (y), y[0] = opf_sum(n, x);)
+ *
+ * Both are built with -O3 by `opforge build` (pass -O3 yourself otherwise:
+ * GCC's -O2 vectorizes less).
+ */
+#define OPF_IS_F64 (sizeof(T) == 8)
+
+#define OPF__CAT_(a, b) a##b
+#define OPF__CAT(a, b) OPF__CAT_(a, b)
+#define OPF__UNPAREN(...) __VA_ARGS__
+#define OPF__COUNT(...) OPF__COUNT_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define OPF__COUNT_(a1, a2, a3, a4, a5, a6, a7, a8, n, ...) n
+#define OPF__LEN(list) OPF__LEN_(OPF__UNPAREN list)
+#define OPF__LEN_(...) OPF__COUNT(__VA_ARGS__)
+#define OPF__EACH(m, list) OPF__EACH_(m, OPF__UNPAREN list)
+#define OPF__EACH_(m, ...) OPF__CAT(OPF__EACH_, OPF__COUNT(__VA_ARGS__))(m, __VA_ARGS__)
+#define OPF__EACH_1(m, a) m(0, a)
+#define OPF__EACH_2(m, a, b) m(0, a) m(1, b)
+#define OPF__EACH_3(m, a, b, c) OPF__EACH_2(m, a, b) m(2, c)
+#define OPF__EACH_4(m, a, b, c, d) OPF__EACH_3(m, a, b, c) m(3, d)
+#define OPF__EACH_5(m, a, b, c, d, e) OPF__EACH_4(m, a, b, c, d) m(4, e)
+#define OPF__EACH_6(m, a, b, c, d, e, f) OPF__EACH_5(m, a, b, c, d, e) m(5, f)
+#define OPF__EACH_7(m, a, b, c, d, e, f, g) OPF__EACH_6(m, a, b, c, d, e, f) m(6, g)
+#define OPF__EACH_8(m, a, b, c, d, e, f, g, h) OPF__EACH_7(m, a, b, c, d, e, f, g) m(7, h)
+
+#if defined(__clang__)
+#define OPF__SIMD_LOOP _Pragma("clang loop vectorize(assume_safety) interleave(enable)")
+#elif defined(__GNUC__)
+#define OPF__SIMD_LOOP _Pragma("GCC ivdep")
+#else
+#define OPF__SIMD_LOOP
+#endif
+
+#if defined(__GNUC__)
+#define OPF_INLINE static inline __attribute__((always_inline))
+#else
+#define OPF_INLINE static inline
+#endif
+
+/* Per-ISA builds: the target attributes of the AVX2 and AVX-512 variants. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#define OPF__TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define OPF__TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+#define OPF__X86(...) __VA_ARGS__
+#define OPF__VARIANTS(base, avx2, avx512)                                                                              \
+    { base, avx2, avx512 }
+#else
+#define OPF__X86(...)
+#define OPF__VARIANTS(base, avx2, avx512)                                                                              \
+    { base, 0, 0 }
+#endif
+
+#define OPF__EW_IN_PTR(i, x) const T *const opf__in_##x = (const T *)opf__in[i] + opf__at;
+#define OPF__EW_OUT_PTR(j, y) T *const opf__out_##y = (T *)opf__out[j] + opf__at;
+#define OPF__EW_LOAD(i, x)                                                                                             \
+    const T x = opf__in_##x[opf__i];                                                                                   \
+    (void)x;
+#define OPF__EW_DECL(j, y) T y;
+#define OPF__EW_STORE(j, y) opf__out_##y[opf__i] = y;
+
+/* `count` elements from element opf__at. A loop of a constant count (the
+ * blocks) is vectorized even at GCC's -O2, whose cost model refuses loops
+ * that would need a scalar epilogue. */
+#define OPF__EW_LOOP(count, ins, outs, ...)                                                                            \
+    {                                                                                                                  \
+        OPF__EACH(OPF__EW_IN_PTR, ins)                                                                                 \
+        OPF__EACH(OPF__EW_OUT_PTR, outs)                                                                               \
+        OPF__SIMD_LOOP                                                                                                 \
+        for (int opf__i = 0; opf__i < (count); opf__i++) {                                                             \
+            OPF__EACH(OPF__EW_LOAD, ins)                                                                               \
+            OPF__EACH(OPF__EW_DECL, outs){__VA_ARGS__} OPF__EACH(OPF__EW_STORE, outs)                                  \
+        }                                                                                                              \
+    }
+
+enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of every vector length */
+
+#define OPF__EW_FN(fn, type, target, ins, outs, ...)                                                                   \
+    target static void fn(int64_t opf__n, const void *const *opf__in, void *const *opf__out,                           \
+                          const opf_attr_value *opf__attrs) {                                                          \
+        typedef type T;                                                                                                \
+        opf_attr_value attrs[OPF_MAX_ATTRS];                                                                           \
+        for (int opf__k = 0; opf__k < OPF_MAX_ATTRS; opf__k++) {                                                       \
+            attrs[opf__k] = opf__attrs[opf__k];                                                                        \
+        }                                                                                                              \
+        (void)attrs;                                                                                                   \
+        int64_t opf__at = 0;                                                                                           \
+        for (; opf__at + OPF__EW_BLOCK <= opf__n; opf__at += OPF__EW_BLOCK) {                                          \
+            OPF__EW_LOOP(OPF__EW_BLOCK, ins, outs, __VA_ARGS__)                                                        \
+        }                                                                                                              \
+        const int opf__rest = (int)(opf__n - opf__at);                                                                 \
+        OPF__EW_LOOP(opf__rest, ins, outs, __VA_ARGS__)                                                                \
+    }
+
+#define OPF_ELTWISE_KERNEL(name, ins, outs, ...)                                                                       \
+    OPF__EW_FN(opf__ew_##name##_f32, float, , ins, outs, __VA_ARGS__)                                                  \
+    OPF__EW_FN(opf__ew_##name##_f64, double, , ins, outs, __VA_ARGS__)                                                 \
+    OPF__X86(OPF__EW_FN(opf__ew_##name##_f32_avx2, float, OPF__TARGET_AVX2, ins, outs, __VA_ARGS__)                    \
+                 OPF__EW_FN(opf__ew_##name##_f64_avx2, double, OPF__TARGET_AVX2, ins, outs, __VA_ARGS__)               \
+                     OPF__EW_FN(opf__ew_##name##_f32_avx512, float, OPF__TARGET_AVX512, ins, outs, __VA_ARGS__)        \
+                         OPF__EW_FN(opf__ew_##name##_f64_avx512, double, OPF__TARGET_AVX512, ins, outs, __VA_ARGS__))  \
+    static const opf_eltwise_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                             \
+                                            OPF__VARIANTS(opf__ew_##name##_f32, OPF__X86(opf__ew_##name##_f32_avx2),   \
+                                                          OPF__X86(opf__ew_##name##_f32_avx512)),                      \
+                                            OPF__VARIANTS(opf__ew_##name##_f64, OPF__X86(opf__ew_##name##_f64_avx2),   \
+                                                          OPF__X86(opf__ew_##name##_f64_avx512))};
+
+#define OPF__ROW_IN(i, x)                                                                                              \
+    const T *const x = (const T *)opf__args->in[i];                                                                    \
+    const int64_t n_##x = opf__args->in_len[i];                                                                        \
+    (void)x;                                                                                                           \
+    (void)n_##x;
+#define OPF__ROW_OUT(j, y)                                                                                             \
+    T *const y = (T *)opf__args->out[j];                                                                               \
+    const int64_t n_##y = opf__args->out_len[j];                                                                       \
+    (void)y;                                                                                                           \
+    (void)n_##y;
+
+#define OPF__ROW_FN(fn, type, target, ins, outs, ...)                                                                  \
+    target static void fn(const opf_row_args *opf__args) {                                                             \
+        typedef type T;                                                                                                \
+        const opf_attr_value *const attrs = opf__args->attrs;                                                          \
+        const int64_t n = opf__args->in_len[0];                                                                        \
+        (void)attrs;                                                                                                   \
+        (void)n;                                                                                                       \
+        OPF__EACH(OPF__ROW_IN, ins)                                                                                    \
+        OPF__EACH(OPF__ROW_OUT, outs) { __VA_ARGS__ }                                                                  \
+    }
+
+#define OPF_ROW_KERNEL(name, ins, outs, ...)                                                                           \
+    OPF__ROW_FN(opf__row_##name##_f32, float, , ins, outs, __VA_ARGS__)                                                \
+    OPF__ROW_FN(opf__row_##name##_f64, double, , ins, outs, __VA_ARGS__)                                               \
+    OPF__X86(OPF__ROW_FN(opf__row_##name##_f32_avx2, float, OPF__TARGET_AVX2, ins, outs, __VA_ARGS__) OPF__ROW_FN(     \
+        opf__row_##name##_f64_avx2, double, OPF__TARGET_AVX2, ins, outs, __VA_ARGS__)                                  \
+                 OPF__ROW_FN(opf__row_##name##_f32_avx512, float, OPF__TARGET_AVX512, ins, outs, __VA_ARGS__)          \
+                     OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, ins, outs, __VA_ARGS__))    \
+    static const opf_row_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                                 \
+                                        OPF__VARIANTS(opf__row_##name##_f32, OPF__X86(opf__row_##name##_f32_avx2),     \
+                                                      OPF__X86(opf__row_##name##_f32_avx512)),                         \
+                                        OPF__VARIANTS(opf__row_##name##_f64, OPF__X86(opf__row_##name##_f64_avx2),     \
+                                                      OPF__X86(opf__row_##name##_f64_avx512))};
+
+/* Reductions for row kernels, vectorized without reassociation flags: 32
+ * (float) or 16 (double) independent partial results, combined in a fixed
+ * order, so every ISA build gives the same bits. opf_max propagates NaN. */
+#define OPF__REDUCE_FN(fn, type, lanes, init, step)                                                                    \
+    OPF_INLINE type fn(int64_t n, const type *x) {                                                                     \
+        type acc[lanes];                                                                                               \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            acc[j] = init;                                                                                             \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                type a = acc[j], v = x[i + j];                                                                         \
+                acc[j] = step;                                                                                         \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
+            for (int j = 0; j < h; j++) {                                                                              \
+                type a = acc[j], v = acc[j + h];                                                                       \
+                acc[j] = step;                                                                                         \
+            }                                                                                                          \
+        }                                                                                                              \
+        type a = acc[0];                                                                                               \
+        for (; i < n; i++) {                                                                                           \
+            type v = x[i];                                                                                             \
+            a = step;                                                                                                  \
+        }                                                                                                              \
+        return a;                                                                                                      \
+    }
+OPF__REDUCE_FN(opf__sum_f32, float, 32, 0.0f, a + v)
+OPF__REDUCE_FN(opf__sum_f64, double, 16, 0.0, a + v)
+OPF__REDUCE_FN(opf__max_f32, float, 32, -__builtin_inff(), (v > a || v != v) ? v : a)
+OPF__REDUCE_FN(opf__max_f64, double, 16, -__builtin_inf(), (v > a || v != v) ? v : a)
+
+#if !defined(__cplusplus)
+/* Sum and maximum of x[0 .. n): opf_sum(n, x), opf_max(n, x) (-inf when n == 0). */
+#define opf_sum(n, x) _Generic((x), const float * : opf__sum_f32, float * : opf__sum_f32, default : opf__sum_f64)(n, x)
+#define opf_max(n, x) _Generic((x), const float * : opf__max_f32, float * : opf__max_f32, default : opf__max_f64)(n, x)
+#endif
 
 #ifdef __cplusplus
 }

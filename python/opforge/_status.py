@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ._capi import ffi, lib
 
 _EXCEPTION_OF_STATUS: dict[int, type[Exception]] = {
@@ -18,8 +20,11 @@ def last_error() -> str:
     return ffi.string(lib.opf_last_error()).decode("utf-8", "replace")
 
 
-def check(status: int) -> None:
-    """Raises the exception for a failed status, with opf_last_error() as message.
+def check(status: int, label: Optional[str] = None) -> None:
+    """Raises the exception for a failed status, with opf_last_error() as message
+    ("opforge.add: shape mismatch: ..."), or, given a label, the label and the
+    message without the library's own "<op>: " prefix ("opforge.jax.add: shape
+    mismatch: ...").
 
     OPF_E_DTYPE -> TypeError; OPF_E_SHAPE, OPF_E_INVALID, OPF_E_LAYOUT ->
     ValueError; OPF_E_NOMEM -> MemoryError; any other failure -> RuntimeError.
@@ -27,5 +32,9 @@ def check(status: int) -> None:
     """
     if status == lib.OPF_OK:
         return
-    message = last_error() or ffi.string(lib.opf_status_name(status)).decode()
+    if label is not None:
+        detail = ffi.string(lib.opf_last_error_detail()).decode("utf-8", "replace")
+        message = f"{label}: {detail or ffi.string(lib.opf_status_name(status)).decode()}"
+    else:
+        message = last_error() or ffi.string(lib.opf_status_name(status)).decode()
     raise _EXCEPTION_OF_STATUS.get(status, RuntimeError)(message)

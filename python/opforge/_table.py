@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Sequence, Union
 
 import cffi
 
@@ -24,8 +24,9 @@ from ._capi import ffi, lib
 
 AttrKind = Literal["float", "int", "enum"]
 AttrValue = Union[float, int, str]
-CheckKind = Literal["rank", "same_shape", "dim_eq"]
-ShapeKind = Literal["none", "like", "dims"]
+CheckKind = Literal["rank", "same_shape", "dim_eq", "min_rank", "dim_is", "batch_eq"]
+ShapeKind = Literal["none", "like", "dims", "batch"]
+OpKind = Literal["eltwise", "row", "compute"]
 GradSourceKind = Literal["none", "input", "output", "grad"]
 
 #: numpy-style dtype names of the dtype bits of ``opf_op_def.dtypes``.
@@ -38,11 +39,15 @@ _CHECK_KINDS: dict[int, CheckKind] = {
     lib.OPF_CHECK_RANK: "rank",
     lib.OPF_CHECK_SAME_SHAPE: "same_shape",
     lib.OPF_CHECK_DIM_EQ: "dim_eq",
+    lib.OPF_CHECK_MIN_RANK: "min_rank",
+    lib.OPF_CHECK_DIM_IS: "dim_is",
+    lib.OPF_CHECK_BATCH_EQ: "batch_eq",
 }
 _SHAPE_KINDS: dict[int, ShapeKind] = {
     lib.OPF_SHAPE_NONE: "none",
     lib.OPF_SHAPE_LIKE: "like",
     lib.OPF_SHAPE_DIMS: "dims",
+    lib.OPF_SHAPE_BATCH: "batch",
 }
 _GRAD_SOURCE_KINDS: dict[int, GradSourceKind] = {
     lib.OPF_FROM_NONE: "none",
@@ -60,6 +65,7 @@ class ArgDef:
     doc: str
     optional: bool  # OPF_ARG_OPTIONAL: may be absent
     mutated: bool  # OPF_ARG_MUTATED: an input written in place (and returned)
+    core_dims: Optional[int] = None  # with "..." in the signature: the dims after it; None without
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,8 @@ class Check:
 
 @dataclass(frozen=True)
 class DimRef:
-    """Dimension ``dim`` (negative: from the end) of input ``input``."""
+    """Dimension ``dim`` (negative: from the end) of input ``input``; with
+    ``input`` -1, the literal size ``dim``."""
 
     input: int
     dim: int
@@ -98,8 +105,9 @@ class ShapeRule:
     """How an output's shape follows from the input shapes."""
 
     kind: ShapeKind
-    like: int  # "like": the input whose shape the output has
-    dims: tuple[DimRef, ...]  # "dims": one reference per output dimension
+    like: int  # "like", "batch": the input whose shape (or leading dims) the output has
+    dims: tuple[DimRef, ...]  # "dims", "batch": one reference per (trailing) output dimension
+    drop: int = 0  # "batch": dims of ``like`` left out at its end
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,9 @@ class OpDef:
 
     name: str
     doc: str
+    qualname: str  # "<table>.<name>", how the library's errors name the op
+    signature: str  # the declaration's signature ("" for a hand-written row)
+    kind: OpKind  # how the row computes: an authored elementwise or row kernel, or a compute function
     elementwise: bool  # OPF_OP_ELEMENTWISE: an output may be exactly an input
     dtypes: tuple[str, ...]  # supported dtypes, e.g. ("float32", "float64")
     inputs: tuple[ArgDef, ...]
@@ -164,6 +175,7 @@ def _args(defs: Any, count: int) -> tuple[ArgDef, ...]:
             doc=_text(d.doc),
             optional=bool(d.flags & lib.OPF_ARG_OPTIONAL),
             mutated=bool(d.flags & lib.OPF_ARG_MUTATED),
+            core_dims=int(d.core_dims) if d.flags & lib.OPF_ARG_BATCHED else None,
         )
         for d in defs[0:count]
     )
@@ -195,8 +207,8 @@ def _check(c: Any) -> Check:
 
 def _shape_rule(r: Any) -> ShapeRule:
     kind = _SHAPE_KINDS[r.kind]
-    dims = tuple(DimRef(input=d.input, dim=d.dim) for d in r.dims[0 : r.rank]) if kind == "dims" else ()
-    return ShapeRule(kind=kind, like=r.like, dims=dims)
+    dims = tuple(DimRef(input=d.input, dim=d.dim) for d in r.dims[0 : r.rank]) if kind in ("dims", "batch") else ()
+    return ShapeRule(kind=kind, like=r.like, dims=dims, drop=r.drop)
 
 
 def _grad(g: Any) -> GradDef:
@@ -209,9 +221,14 @@ def _grad(g: Any) -> GradDef:
 
 def read_op(row: Any) -> OpDef:
     """Reads one ``const opf_op_def *``."""
+    name = _text(row.name)
+    kind: OpKind = "eltwise" if row.eltwise != ffi.NULL else "row" if row.row != ffi.NULL else "compute"
     return OpDef(
-        name=_text(row.name),
+        name=name,
         doc=_text(row.doc),
+        qualname=_text(row.qualname) or name,
+        signature=_text(row.signature),
+        kind=kind,
         elementwise=bool(row.flags & lib.OPF_OP_ELEMENTWISE),
         dtypes=tuple(name for name, bit in DTYPE_BITS.items() if row.dtypes & bit),
         inputs=_args(row.inputs, row.num_inputs),
@@ -222,6 +239,182 @@ def read_op(row: Any) -> OpDef:
         grads=tuple(_grad(g) for g in row.grads[0 : row.num_grads]),
         cdata=row,
     )
+
+
+# --------------------------------------------------------------------------
+# Shapes: the row's checks and rules, evaluated in Python (op.c's twins)
+# --------------------------------------------------------------------------
+
+Shape = Sequence[Any]  # ints, or a framework's symbolic sizes
+
+
+def format_dims(shape: Shape) -> str:
+    """``[2,3]``, as the library prints shapes."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def check_shapes(
+    op: OpDef,
+    shapes: Sequence[Optional[Shape]],
+    fail: Callable[[str], Any],
+    require: Optional[Callable[[Any, Callable[[], str]], None]] = None,
+) -> None:
+    """Runs the row's shape checks on the inputs' shapes (None: absent) with
+    the library's messages. ``fail(message)`` must raise. Dims are compared by
+    ``require(condition, message)`` when given (torch passes ``torch._check``,
+    which records a condition on symbolic sizes), else with ``fail``."""
+
+    def equal(a: Any, b: Any, message: Callable[[], str]) -> None:
+        if require is not None:
+            require(a == b, message)
+        elif a != b:
+            fail(message())
+
+    names = [arg.name for arg in op.inputs]
+    for c in op.checks:
+        a = shapes[c.a]
+        b = shapes[c.b] if c.kind in ("same_shape", "dim_eq", "batch_eq") else None
+        if a is None or (c.kind in ("same_shape", "dim_eq", "batch_eq") and b is None):
+            continue
+        if c.kind == "rank" and len(a) != c.rank:
+            fail(f"{names[c.a]} must have rank {c.rank}, got rank {len(a)} ({format_dims(a)})")
+        elif c.kind == "min_rank" and len(a) < c.rank:
+            fail(f"{names[c.a]} must have rank {c.rank} or more, got rank {len(a)} ({format_dims(a)})")
+        elif c.kind == "dim_is":
+            if -len(a) <= c.a_dim < len(a):
+                equal(a[c.a_dim], c.rank, lambda: f"{names[c.a]} is {format_dims(a)}; dim {c.a_dim % len(a)} must be {c.rank}")
+        elif c.kind == "same_shape" and b is not None:
+            message = lambda: f"shape mismatch: {names[c.a]} is {format_dims(a)}, {names[c.b]} is {format_dims(b)}"
+            if len(a) != len(b):
+                fail(message())
+            for da, db in zip(a, b):
+                equal(da, db, message)
+        elif c.kind == "batch_eq" and b is not None:
+            lead_a, lead_b = len(a) - c.a_dim, len(b) - c.b_dim
+            message = lambda: (
+                f"shape mismatch: {names[c.a]} is {format_dims(a)}, {names[c.b]} is {format_dims(b)}; "
+                "their leading dims ('...') must be equal"
+            )
+            if lead_a != lead_b:
+                fail(message())
+            for da, db in zip(a[:lead_a], b[:lead_b]):
+                equal(da, db, message)
+        elif c.kind == "dim_eq" and b is not None:
+            if not (-len(a) <= c.a_dim < len(a) and -len(b) <= c.b_dim < len(b)):
+                continue  # a rank check of the row reports it
+            equal(
+                a[c.a_dim],
+                b[c.b_dim],
+                lambda: f"shape mismatch: {names[c.a]} is {format_dims(a)}, {names[c.b]} is {format_dims(b)}; "
+                f"dim {c.a_dim % len(a)} of {names[c.a]} must equal dim {c.b_dim % len(b)} of {names[c.b]}",
+            )
+
+
+def output_shape(op: OpDef, output: int, shapes: Sequence[Optional[Shape]]) -> Optional[list[Any]]:
+    """The shape of output ``output`` by its rule, once the checks passed;
+    None where the rule cannot apply (an absent input it refers to)."""
+    rule = op.output_shapes[output]
+    if rule.kind == "like":
+        like = shapes[rule.like]
+        return None if like is None else list(like)
+    if rule.kind not in ("dims", "batch"):
+        return None
+    shape: list[Any] = []
+    if rule.kind == "batch":
+        like = shapes[rule.like]
+        if like is None or len(like) < rule.drop:
+            return None
+        shape = list(like[: len(like) - rule.drop])
+    for ref in rule.dims:
+        if ref.input < 0:
+            shape.append(ref.dim)
+            continue
+        source = shapes[ref.input]
+        if source is None or not -len(source) <= ref.dim < len(source):
+            return None
+        shape.append(source[ref.dim])
+    return shape
+
+
+# --------------------------------------------------------------------------
+# Docs
+# --------------------------------------------------------------------------
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line if line else "" for line in (text or "(undocumented)").splitlines())
+
+
+def docstring(
+    op: OpDef,
+    tensor: str,
+    extra_params: Sequence[tuple[str, str, str]] = (),
+    footer: str = "",
+    in_place: bool = True,
+) -> str:
+    """numpydoc-style docs of an op from its row, for every adapter: ``tensor``
+    names the framework's array type ("ndarray", "torch.Tensor", ...);
+    ``extra_params`` are the adapter's own parameters (name, type, doc), such
+    as NumPy's ``out``; ``footer`` ends the text. ``in_place`` False: the
+    framework's arrays are immutable, an input "written in place" is returned
+    with its new value instead (JAX)."""
+    dtypes = " or ".join(op.dtypes)
+    lines = [op.doc or "(undocumented)", ""]
+    if op.signature:
+        lines += [f"Signature: ``{op.signature}``", ""]
+    lines += ["Parameters", "----------"]
+    for arg in op.inputs:
+        written = ", modified in place" if in_place else ", its new value returned"
+        kind = f"{tensor} of {dtypes}" + (written if arg.mutated else "")
+        lines += [f"{arg.name} : {kind}{', optional' if arg.optional else ''}", _indent(arg.doc)]
+    for attr in op.attrs:
+        kind = "{" + ", ".join(repr(c) for c in attr.choices) + "}" if attr.kind == "enum" else attr.kind
+        lines += [f"{attr.name} : {kind}, default {attr.default!r}", _indent(attr.doc)]
+    for name, kind, doc in extra_params:
+        lines += [f"{name} : {kind}", _indent(doc)]
+    lines += ["", "Returns", "-------"]
+    for arg in [a for a in op.inputs if a.mutated] + list(op.outputs):
+        lines += [f"{arg.name} : {tensor}", _indent(arg.doc)]
+    if footer:
+        lines += ["", footer]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Gradients: the row's rules, run with a framework's values
+# --------------------------------------------------------------------------
+
+
+def run_grad_rules(
+    op: OpDef,
+    needs: Sequence[bool],
+    value: Callable[[GradSource], Any],
+    call: Callable[[str, list[Any], list[bool]], Sequence[Any]],
+    skip: Optional[Callable[[GradDef], bool]] = None,
+) -> list[Any]:
+    """The gradient of each input of ``op`` by its table rules, in a
+    framework's values; None where no rule gives one (or none is needed).
+
+    ``needs[i]``: whether input i needs a gradient (and is present).
+    ``value(source)``: a rule's argument: a forward input or output, the
+    gradient flowing into an output (zeros where there is none), or None.
+    ``call(op_name, args, wanted)``: runs the gradient op; ``wanted[j]`` says
+    whether its output j is used (an optional output nobody wants need not be
+    computed); returns its outputs in order (None for one not computed).
+    ``skip(rule)``: True for a rule known to contribute zero (JAX: all the
+    cotangents it reads are symbolic zeros). Contributions to one input add up.
+    """
+    grads: list[Any] = [None] * len(op.inputs)
+    for rule in op.grads:
+        wanted = [0 <= target < len(needs) and needs[target] for target in rule.produces]
+        if not any(wanted) or (skip is not None and skip(rule)):
+            continue
+        args = [value(source) for source in rule.sources]
+        produced = (args[0],) if rule.op is None else call(rule.op, args, wanted)
+        for j, target in enumerate(rule.produces):
+            if wanted[j] and j < len(produced) and produced[j] is not None:
+                grads[target] = produced[j] if grads[target] is None else grads[target] + produced[j]
+    return grads
 
 
 def read_table(table: Any, owner: Any = None) -> OpTable:
@@ -263,7 +456,9 @@ def load_table(path: Union[str, os.PathLike[str]]) -> OpTable:
         raise OSError(f"opforge: cannot load an op table from {path}: {exc}") from exc
     raw = getter()
     if raw == loader.NULL:
-        raise ValueError(f"opforge: opforge_op_table() in {path} returned NULL")
+        # A declared table (OPF_EXPORT_OPS) that does not resolve: the library says why.
+        why = ffi.string(lib.opf_last_error()).decode("utf-8", "replace") or "it returned NULL"
+        raise ValueError(f"opforge: the op table of {path} is invalid: {why}")
     table = ffi.cast("const opf_op_table *", int(loader.cast("uintptr_t", raw)))
     return read_table(table, owner=(loader, handle))
 

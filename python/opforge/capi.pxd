@@ -28,10 +28,12 @@ cdef extern from "opforge.h" nogil:
         OPF_MAX_GRADS
         OPF_MAX_CHOICES
         OPF_MAX_RULE_RANK
+        OPF_NUM_VARIANTS
         OPF_DTYPES_F32
         OPF_DTYPES_F64
         OPF_ARG_OPTIONAL
         OPF_ARG_MUTATED
+        OPF_ARG_BATCHED
         OPF_OP_ELEMENTWISE
 
     # -- status and errors ------------------------------------------------
@@ -48,7 +50,9 @@ cdef extern from "opforge.h" nogil:
         OPF_E_INTERNAL
 
     const char *opf_last_error()
+    const char *opf_last_error_detail()
     const char *opf_status_name(opf_status status)
+    int opf_status_code(opf_status status)
     const char *opf_version()
 
     # -- tensors ------------------------------------------------------------
@@ -79,6 +83,7 @@ cdef extern from "opforge.h" nogil:
 
     size_t opf_dtype_size(opf_dtype dtype)
     const char *opf_dtype_name(opf_dtype dtype)
+    const char *opf_dtypes_name(uint32_t dtypes)
 
     # -- the op table -------------------------------------------------------
 
@@ -102,12 +107,16 @@ cdef extern from "opforge.h" nogil:
         const char *name
         uint32_t flags
         const char *doc
+        int32_t core_dims
 
     ctypedef enum opf_check_kind:
         OPF_CHECK_NONE
         OPF_CHECK_RANK
         OPF_CHECK_SAME_SHAPE
         OPF_CHECK_DIM_EQ
+        OPF_CHECK_MIN_RANK
+        OPF_CHECK_DIM_IS
+        OPF_CHECK_BATCH_EQ
 
     ctypedef struct opf_check:
         opf_check_kind kind
@@ -121,6 +130,7 @@ cdef extern from "opforge.h" nogil:
         OPF_SHAPE_NONE
         OPF_SHAPE_LIKE
         OPF_SHAPE_DIMS
+        OPF_SHAPE_BATCH
 
     ctypedef struct opf_dim_ref:
         int32_t input
@@ -131,6 +141,7 @@ cdef extern from "opforge.h" nogil:
         int32_t like
         int32_t rank
         opf_dim_ref dims[OPF_MAX_RULE_RANK]
+        int32_t drop
 
     ctypedef enum opf_grad_source_kind:
         OPF_FROM_NONE
@@ -155,6 +166,34 @@ cdef extern from "opforge.h" nogil:
     ctypedef opf_status (*opf_cuda_compute_fn)(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                                                const opf_attr_value *attrs, void *stream)
 
+    ctypedef enum opf_kernel_variant:
+        OPF_VARIANT_BASE
+        OPF_VARIANT_AVX2
+        OPF_VARIANT_AVX512
+
+    ctypedef void (*opf_eltwise_fn)(int64_t n, const void *const *inp, void *const *out, const opf_attr_value *attrs)
+
+    ctypedef struct opf_eltwise_kernel:
+        int32_t num_inputs
+        int32_t num_outputs
+        opf_eltwise_fn f32[OPF_NUM_VARIANTS]
+        opf_eltwise_fn f64[OPF_NUM_VARIANTS]
+
+    ctypedef struct opf_row_args:
+        const void *inp "in"[OPF_MAX_ARGS]
+        int64_t in_len[OPF_MAX_ARGS]
+        void *out[OPF_MAX_ARGS]
+        int64_t out_len[OPF_MAX_ARGS]
+        const opf_attr_value *attrs
+
+    ctypedef void (*opf_row_fn)(const opf_row_args *args)
+
+    ctypedef struct opf_row_kernel:
+        int32_t num_inputs
+        int32_t num_outputs
+        opf_row_fn f32[OPF_NUM_VARIANTS]
+        opf_row_fn f64[OPF_NUM_VARIANTS]
+
     ctypedef struct opf_op_def:
         const char *name
         const char *doc
@@ -173,6 +212,10 @@ cdef extern from "opforge.h" nogil:
         opf_grad_def grads[OPF_MAX_GRADS]
         opf_compute_fn compute
         opf_cuda_compute_fn compute_cuda
+        const opf_eltwise_kernel *eltwise
+        const opf_row_kernel *row
+        const char *qualname
+        const char *signature
 
     ctypedef struct opf_op_table:
         uint32_t abi_version
@@ -190,6 +233,27 @@ cdef extern from "opforge.h" nogil:
     opf_status opf_op_infer_shape(const opf_op_def *op, const opf_tensor *const *inputs, int32_t output,
                                   int32_t *ndim, int64_t *shape)
     void opf_op_default_attrs(const opf_op_def *op, opf_attr_value *attrs)
+    opf_status opf_op_attr_choice(const opf_op_def *op, int32_t attr, const char *text, size_t length,
+                                  int64_t *index)
+
+    ctypedef struct opf_op_decl:
+        const char *signature
+        const char *doc
+        const char *grad
+        const char *arg_docs
+        uint32_t dtypes
+        const opf_eltwise_kernel *eltwise
+        const opf_row_kernel *row
+        opf_compute_fn compute
+        opf_cuda_compute_fn compute_cuda
+
+    ctypedef struct opf_ops_decl:
+        uint32_t abi_version
+        const char *name
+        const opf_op_decl *ops
+
+    const opf_op_table *opf_ops_resolve(const opf_ops_decl *decl)
+    void opf_ops_release(const opf_op_table *table)
 
     # -- built-in ops -------------------------------------------------------
 

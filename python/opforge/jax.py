@@ -71,7 +71,7 @@ from . import get_adapter_library
 from ._capi import ffi, lib
 from ._status import check as _check_status
 from ._build import Source, load_user_table
-from ._table import AttrDef, OpDef, OpTable, builtin_table
+from ._table import AttrDef, GradDef, GradSource, OpDef, OpTable, builtin_table, docstring, run_grad_rules
 
 __all__ = ["OpNamespace", "load_ops", "target_name", "ffi_api_version"]  # + one name per built-in op
 
@@ -295,10 +295,7 @@ class _Op:
         result = []
         for o in range(len(self.op.outputs)):
             status = lib.opf_op_infer_shape(self.op.cdata, pointers, o, ndim, out)
-            try:
-                _check_status(status)
-            except (TypeError, ValueError, RuntimeError) as exc:
-                raise type(exc)(f"{self.label}: {exc}") from None
+            _check_status(status, self.label)
             result.append(tuple(int(out[d]) for d in range(ndim[0])))
         return tuple(result)
 
@@ -415,46 +412,35 @@ class _Op:
                 zeros = jnp.zeros(self._output_shapes(shapes)[o], dtype)
                 return _make_varying(zeros, frozenset().union(*(_varying_axes(a) for a in present)))
 
-            grads: list[Optional[jax.Array]] = [None] * len(op.inputs)
             attr_values = dict(attrs)
-            for rule in op.grads:
-                needed = [index >= 0 and inputs[index] is not None and needs_grad[index] for index in rule.produces]
-                if not any(needed):
-                    continue
+
+            def value(source: GradSource) -> Optional[jax.Array]:
+                if source.kind == "input":
+                    return inputs[source.index]
+                if source.kind == "output":
+                    return value_of[source.index]
+                if source.kind == "grad":
+                    return cotangent(source.index)
+                return None
+
+            def call(name: str, args: list[Any], wanted: list[bool]) -> Sequence[Any]:
+                grad_op = self.namespace._ops[name]
+                grad_attrs = {a.name: attr_values[a.name] for a in grad_op.op.attrs if a.name in attr_values}
+                # Only the outputs whose gradient is wanted: an optional one
+                # nobody needs is not computed (dense's dx for a first layer's x).
+                first = grad_op.num_mutated  # produced[j]: the mutated inputs' values, then the outputs
+                asked = tuple(first + o < len(wanted) and wanted[first + o] for o in range(len(grad_op.op.outputs)))
+                return grad_op._call(args, grad_attrs, asked)
+
+            def zero(rule: GradDef) -> bool:
                 # A gradient rule is linear in the cotangents it reads: when
                 # all of them are zero (symbolic, or of an output not
                 # computed), so is its contribution.
                 read = [source.index for source in rule.sources if source.kind == "grad"]
-                if read and all(cotangent_of[o] is None for o in read):
-                    continue
-                sources = []
-                for source in rule.sources:
-                    if source.kind == "input":
-                        sources.append(inputs[source.index])
-                    elif source.kind == "output":
-                        sources.append(value_of[source.index])
-                    elif source.kind == "grad":
-                        sources.append(cotangent(source.index))
-                    else:
-                        sources.append(None)
-                if rule.op is None:
-                    produced: Sequence[Optional[jax.Array]] = (sources[0],)
-                else:
-                    grad_op = self.namespace._ops[rule.op]
-                    grad_attrs = {a.name: attr_values[a.name] for a in grad_op.op.attrs if a.name in attr_values}
-                    # Only the outputs whose gradient is wanted: an optional
-                    # one nobody needs is not computed (dense's dx for a
-                    # first layer's x).
-                    first = grad_op.num_mutated  # produced[j]: the mutated inputs' values, then the outputs
-                    asked = tuple(
-                        first + o < len(needed) and needed[first + o] for o in range(len(grad_op.op.outputs))
-                    )
-                    produced = grad_op._call(sources, grad_attrs, asked)
-                for j, index in enumerate(rule.produces):
-                    if j >= len(produced) or not needed[j] or produced[j] is None:
-                        continue
-                    g = produced[j]
-                    grads[index] = g if grads[index] is None else grads[index] + g
+                return bool(read) and all(cotangent_of[o] is None for o in read)
+
+            needs = [x is not None and needs_grad[i] for i, x in enumerate(inputs)]
+            grads = run_grad_rules(op, needs, value, call, zero)
             # None: a zero cotangent (an input nothing differentiates, or one
             # without a rule).
             return tuple(grads[i] for i, x in enumerate(inputs) if x is not None)
@@ -518,25 +504,12 @@ def _make_function(caller: _Op) -> Callable[..., Any]:
 
     function.__name__ = function.__qualname__ = op.name
     function.__signature__ = caller.signature  # type: ignore[attr-defined]
-    lines = [op.doc, "", "Parameters", "----------"]
-    for arg in op.inputs:
-        lines.append(f"{arg.name} : jax.Array{', optional' if arg.optional else ''}")
-        lines.append(f"    {arg.doc}")
-    for attr in op.attrs:
-        if attr.kind == "enum":
-            choices = ", ".join(repr(c) for c in attr.choices)
-            lines.append(f"{attr.name} : {{{choices}}}, default {attr.default!r}")
-        else:
-            lines.append(f"{attr.name} : {attr.kind}, default {attr.default!r}")
-        lines.append(f"    {attr.doc}")
-    lines += ["", "Returns", "-------"]
-    for arg in op.inputs:
-        if arg.mutated:
-            lines.append(f"{arg.name} : jax.Array\n    the new value of {arg.name} (JAX arrays are immutable)")
-    for out in op.outputs:
-        lines.append(f"{out.name} : jax.Array\n    {out.doc}")
-    lines.append(f"\nXLA FFI target {caller.target!r}; vmap_method {caller.vmap_method!r}.")
-    function.__doc__ = "\n".join(lines)
+    function.__doc__ = docstring(
+        op,
+        "jax.Array",
+        footer=f"XLA FFI target {caller.target!r}; vmap_method {caller.vmap_method!r}.",
+        in_place=False,
+    )
     function.__module__ = __name__
     return function
 

@@ -63,7 +63,7 @@ from typing import Any, Callable, NoReturn, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _status
+from . import _status, _table
 from ._build import Source, load_user_table
 from ._capi import ffi, lib
 from ._table import DTYPE_CODES, ArgDef, AttrDef, OpDef, OpTable, builtin_table, export_functions
@@ -371,19 +371,8 @@ class _OpCaller:
     def output_shape(self, output: int, arrays: Sequence[Optional[np.ndarray]]) -> Optional[tuple[int, ...]]:
         """Shape of an output by the row's rule, as ``opf_op_infer_shape``
         gives it once the shape checks pass; None if the rule cannot apply."""
-        rule = self.op.output_shapes[output]
-        if rule.kind == "like":
-            like = arrays[rule.like]
-            return None if like is None else like.shape
-        if rule.kind != "dims":
-            return None
-        shape = []
-        for ref in rule.dims:
-            arr = arrays[ref.input]
-            if arr is None or not -arr.ndim <= ref.dim < arr.ndim:
-                return None
-            shape.append(arr.shape[ref.dim])
-        return tuple(shape)
+        shape = _table.output_shape(self.op, output, [None if a is None else a.shape for a in arrays])
+        return None if shape is None else tuple(shape)
 
     def raise_failure(self, status: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NoReturn:
         """``opf_op_run`` rejected a call of the direct path. The generic path's
@@ -614,31 +603,14 @@ def _signature(op: OpDef, label: str) -> inspect.Signature:
         raise ValueError(f"{label}: the op's arguments cannot form a Python signature: {exc}") from None
 
 
-def _indent(text: str) -> str:
-    return "\n".join("    " + line if line else "" for line in (text or "(undocumented)").splitlines())
-
-
 def _docstring(op: OpDef) -> str:
     """numpydoc-style docs from the row's docs (help() shows the signature itself)."""
-    dtypes = " or ".join(op.dtypes)
-    lines = [op.doc or "(undocumented)", "", "Parameters", "----------"]
-    for arg in op.inputs:
-        kind = f"ndarray of {dtypes}, modified in place" if arg.mutated else f"array_like of {dtypes}"
-        lines += [f"{arg.name} : {kind}{', optional' if arg.optional else ''}", _indent(arg.doc)]
-    for attr in op.attrs:
-        if attr.kind == "enum":
-            kind = "{" + ", ".join(repr(c) for c in attr.choices) + "}"
-        else:
-            kind = attr.kind
-        lines += [f"{attr.name} : {kind}, default {attr.default!r}", _indent(attr.doc)]
+    extra = []
     if op.outputs:
         names = ", ".join(o.name for o in op.outputs)
         what = "an array" if len(op.outputs) == 1 else f"a tuple of arrays ({names}); None allocates, SKIP omits an optional one"
-        lines += ["out : ndarray or tuple, optional", _indent(f"Where to write the result: {what}.")]
-    lines += ["", "Returns", "-------"]
-    for arg in [a for a in op.inputs if a.mutated] + list(op.outputs):
-        lines += [f"{arg.name} : ndarray", _indent(arg.doc)]
-    return "\n".join(lines)
+        extra.append(("out", "ndarray or tuple, optional", f"Where to write the result: {what}."))
+    return _table.docstring(op, "ndarray", extra)
 
 
 def _direct_function(caller: _OpCaller) -> Callable[..., Any]:

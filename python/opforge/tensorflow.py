@@ -42,7 +42,7 @@ from cffi import FFI
 
 from . import get_adapter_library
 from ._build import Source, is_source_text, load_user_table
-from ._table import OpDef, OpTable, builtin_table, export_functions
+from ._table import GradSource, OpDef, OpTable, builtin_table, docstring, export_functions, run_grad_rules
 
 __all__ = ["OpNamespace", "lib", "library_path", "load_ops", "tf_op_name"]
 
@@ -153,20 +153,10 @@ def _make_function(op: OpDef, raw: Callable[..., Any], tf_name: str, module: str
 
 
 def _docstring(op: OpDef, tf_name: str) -> str:
-    lines = [op.doc, "", f"TensorFlow op ``{tf_name}``; float32 or float64 (the dtype of the inputs).", ""]
-    lines += ["Args:"]
-    for arg in op.inputs:
-        lines.append(f"  {arg.name}: {arg.doc}{' (optional: None when absent)' if arg.optional else ''}")
-    for attr in op.attrs:
-        choices = f" one of {', '.join(map(repr, attr.choices))};" if attr.choices else ""
-        lines.append(f"  {attr.name}: {attr.doc} ({attr.kind};{choices} default {attr.default!r})")
-    for arg in op.outputs:
-        if arg.optional:
-            lines.append(f"  skip_{arg.name}: return zeros for {arg.name} instead of computing it (default False)")
-    lines.append("  name: name of the operation (optional)")
-    outputs = ", ".join(arg.name for arg in op.outputs)
-    lines += ["", f"Returns: {outputs}" + (" (a named tuple)" if len(op.outputs) > 1 else "")]
-    return "\n".join(lines)
+    extra = [(f"skip_{arg.name}", "bool, default False", f"return zeros for {arg.name} instead of computing it")
+             for arg in op.outputs if arg.optional]  # fmt: skip
+    extra.append(("name", "str, optional", "name of the operation"))
+    return docstring(op, "tf.Tensor", extra, f"TensorFlow op ``{tf_name}``.")
 
 
 # --------------------------------------------------------------- gradients
@@ -198,37 +188,30 @@ def _make_gradient(
         # Inputs whose gradient nobody asked for (set by the eager / tf.function tape).
         skipped = set(getattr(tf_op, "skip_input_indices", None) or ())
 
-        def source(kind: str, index: int) -> Optional[tf.Tensor]:
-            if kind == "input":
-                return tf_op.inputs[starts[index]] if counts[index] else None
-            if kind == "output":
-                return tf_op.outputs[index]
-            if kind == "grad":
-                g = grads[index]
-                return tf.zeros_like(tf_op.outputs[index]) if g is None else g
+        def value(source: GradSource) -> Optional[tf.Tensor]:
+            if source.kind == "input":
+                return tf_op.inputs[starts[source.index]] if counts[source.index] else None
+            if source.kind == "output":
+                return tf_op.outputs[source.index]
+            if source.kind == "grad":
+                g = grads[source.index]
+                return tf.zeros_like(tf_op.outputs[source.index]) if g is None else g
             return None
 
-        for rule in op.grads:
-            needed = [t >= 0 and counts[t] > 0 and starts[t] not in skipped for t in rule.produces]
-            if not any(needed):
-                continue
-            sources = [source(s.kind, s.index) for s in rule.sources]
-            if rule.op is None:
-                produced: Sequence[Optional[tf.Tensor]] = [sources[0]]
-            else:
-                grad_op = table.find(rule.op)
-                assert grad_op is not None  # opf_op_table_validate checked it
-                attrs = {a.name: _attr_value(tf_op, a.name) for a in grad_op.attrs if a.name in forward_attrs}
-                for j, output in enumerate(grad_op.outputs):
-                    if output.optional and not needed[j]:
-                        attrs[f"skip_{output.name}"] = True
-                out = functions[rule.op](*sources, **attrs)
-                produced = list(out) if len(grad_op.outputs) > 1 else [out]
-            for j, target in enumerate(rule.produces):
-                if not needed[j]:
-                    continue
-                k = starts[target]
-                results[k] = produced[j] if results[k] is None else results[k] + produced[j]
+        def call(name: str, args: list[Any], wanted: list[bool]) -> Sequence[Any]:
+            grad_op = table.find(name)
+            assert grad_op is not None  # opf_op_table_validate checked it
+            attrs = {a.name: _attr_value(tf_op, a.name) for a in grad_op.attrs if a.name in forward_attrs}
+            for j, output in enumerate(grad_op.outputs):
+                if output.optional and not (j < len(wanted) and wanted[j]):
+                    attrs[f"skip_{output.name}"] = True
+            out = functions[name](*args, **attrs)
+            return list(out) if len(grad_op.outputs) > 1 else [out]
+
+        needs = [counts[i] > 0 and starts[i] not in skipped for i in range(len(op.inputs))]
+        for i, g in enumerate(run_grad_rules(op, needs, value, call)):
+            if g is not None:
+                results[starts[i]] = g
         return results
 
     return gradient

@@ -64,29 +64,6 @@ static int opf_level_within(opf_isa level, opf_isa cap) {
     return level <= cap;
 }
 
-static const struct {
-    opf_isa isa;
-    int arity;
-    opf_dtype dtype;
-} opf_slot_info[OPF_K_COUNT] = {
-#define OPF_ELTWISE_UKERNEL(isa, dtype, op, arity, fn) OPF_SLOT_INFO_IF_##isa(dtype, op, arity)
-#define OPF_SLOT_INFO_IF_SCALAR(dtype, op, arity)                                                                      \
-    [OPF_K_##dtype##_##op] = {OPF_ISA_SCALAR, OPF_ARITY_##arity, OPF_DTYPE_##dtype},
-#define OPF_SLOT_INFO_IF_PORTABLE(dtype, op, arity)
-#define OPF_SLOT_INFO_IF_AVX2(dtype, op, arity)
-#define OPF_SLOT_INFO_IF_AVX512(dtype, op, arity)
-#define OPF_SLOT_INFO_IF_NEON(dtype, op, arity)
-#define OPF_ARITY_unary 1
-#define OPF_ARITY_binary 2
-#define OPF_DTYPE_f32 OPF_F32
-#define OPF_DTYPE_f64 OPF_F64
-#include "eltwise.inc"
-#undef OPF_ELTWISE_UKERNEL
-};
-
-int opf_eltwise_slot_arity(opf_eltwise_slot slot) { return opf_slot_info[slot].arity; }
-opf_dtype opf_eltwise_slot_dtype(opf_eltwise_slot slot) { return opf_slot_info[slot].dtype; }
-
 static void opf_use_level(opf_kernels *table, opf_isa level) {
     if (level > table->isa) {
         table->isa = level;
@@ -150,13 +127,6 @@ static void opf_build_table(opf_kernels *table, opf_isa cap, opf_cache_sizes cac
     memset(table, 0, sizeof *table);
     table->isa = OPF_ISA_SCALAR;
     table->caches = caches;
-#define OPF_ELTWISE_UKERNEL(isa, dtype, op, arity, fn)                                                                 \
-    if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
-        table->eltwise[OPF_K_##dtype##_##op] = (opf_any_ukernel)fn;                                                    \
-        opf_use_level(table, OPF_ISA_##isa);                                                                           \
-    }
-#include "eltwise.inc"
-#undef OPF_ELTWISE_UKERNEL
 #define OPF_GEMM_UKERNEL(isa, dtype, mr, nr, fn)                                                                       \
     if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
         table->dtype##_gemm = (opf_gemm_##dtype##_config){fn, mr, nr};                                                 \
@@ -164,6 +134,12 @@ static void opf_build_table(opf_kernels *table, opf_isa cap, opf_cache_sizes cac
     }
 #include "gemm.inc"
 #undef OPF_GEMM_UKERNEL
+#define OPF_COPY_UKERNEL(isa, fn)                                                                                      \
+    if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
+        table->stream_copy = fn;                                                                                       \
+    }
+#include "copy.inc"
+#undef OPF_COPY_UKERNEL
 }
 
 static opf_isa opf_isa_from_env(void) {

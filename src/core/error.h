@@ -10,8 +10,14 @@
 #define OPF_PRINTF(fmt_index, first_arg)
 #endif
 
-/* Records "opf_<op>: <message>" as the thread's last error and returns status. */
+/* Records "<op>: <message>" as the thread's last error and returns status.
+ * `op` is the label of what failed: a row's qualname ("opforge.add") or a C
+ * entry point ("opf_op_run"). */
 opf_status opf_fail(opf_status status, const char *op, const char *fmt, ...) OPF_PRINTF(3, 4);
+
+/* After a compute function failed with `status`: gives its message (set with
+ * opf_error, or none) the prefix "<op>: ". */
+void opf_error_attribute(opf_status status, const char *op);
 
 /* Clears the thread's last error (called on entry by every public function). */
 void opf_clear_error(void);

@@ -4,10 +4,16 @@
  * output shapes, and running a row. Everything here is driven by the row's
  * declarations; no op is named.
  */
+#include <stdio.h>
 #include <string.h>
 
+#include "engines.h"
 #include "error.h"
 #include "tensor.h"
+
+/* What errors of a row are prefixed with: "myops.rowsum", or the bare name of
+ * a hand-written row. */
+static const char *opf_label(const opf_op_def *op) { return op->qualname != NULL ? op->qualname : op->name; }
 
 /* Shapes of a call's inputs, as seen by the shape checks: present flags,
  * ranks and dims (-1: unknown). */
@@ -40,7 +46,7 @@ static opf_status opf_check_dim_exists(const opf_op_def *op, const opf_shapes *s
     *resolved = opf_resolve_dim(s, arg, dim);
     if (*resolved < 0) {
         char buf[OPF_SHAPE_STR_CAPACITY];
-        return opf_fail(OPF_E_SHAPE, op->name, "%s has rank %d (%s); dim %d does not exist", op->inputs[arg].name,
+        return opf_fail(OPF_E_SHAPE, opf_label(op), "%s has rank %d (%s); dim %d does not exist", op->inputs[arg].name,
                         (int)s->ndim[arg], opf_format_dims(s->ndim[arg], s->dims[arg], buf), (int)dim);
     }
     return OPF_OK;
@@ -57,7 +63,7 @@ static opf_status opf_run_check(const opf_op_def *op, const opf_check *c, const 
     switch (c->kind) {
     case OPF_CHECK_RANK:
         if (s->ndim[c->a] != c->rank) {
-            return opf_fail(OPF_E_SHAPE, op->name, "%s must have rank %d, got rank %d (%s)", a_name, (int)c->rank,
+            return opf_fail(OPF_E_SHAPE, opf_label(op), "%s must have rank %d, got rank %d (%s)", a_name, (int)c->rank,
                             (int)s->ndim[c->a], opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf));
         }
         return OPF_OK;
@@ -67,7 +73,7 @@ static opf_status opf_run_check(const opf_op_def *op, const opf_check *c, const 
             same = opf_dims_agree(s->dims[c->a][d], s->dims[c->b][d]);
         }
         if (!same) {
-            return opf_fail(OPF_E_SHAPE, op->name, "shape mismatch: %s is %s, %s is %s", a_name,
+            return opf_fail(OPF_E_SHAPE, opf_label(op), "shape mismatch: %s is %s, %s is %s", a_name,
                             opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf), op->inputs[c->b].name,
                             opf_format_dims(s->ndim[c->b], s->dims[c->b], bbuf));
         }
@@ -84,15 +90,44 @@ static opf_status opf_run_check(const opf_op_def *op, const opf_check *c, const 
         }
         if (!opf_dims_agree(s->dims[c->a][da], s->dims[c->b][db])) {
             return opf_fail(
-                OPF_E_SHAPE, op->name, "shape mismatch: %s is %s, %s is %s; dim %d of %s must equal dim %d of %s",
+                OPF_E_SHAPE, opf_label(op), "shape mismatch: %s is %s, %s is %s; dim %d of %s must equal dim %d of %s",
                 a_name, opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf), op->inputs[c->b].name,
                 opf_format_dims(s->ndim[c->b], s->dims[c->b], bbuf), (int)da, a_name, (int)db, op->inputs[c->b].name);
         }
         return OPF_OK;
     }
+    case OPF_CHECK_MIN_RANK:
+        if (s->ndim[c->a] < c->rank) {
+            return opf_fail(OPF_E_SHAPE, opf_label(op), "%s must have rank %d or more, got rank %d (%s)", a_name,
+                            (int)c->rank, (int)s->ndim[c->a], opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf));
+        }
+        return OPF_OK;
+    case OPF_CHECK_DIM_IS: {
+        int32_t da;
+        opf_status st = opf_check_dim_exists(op, s, c->a, c->a_dim, &da);
+        if (st == OPF_OK && !opf_dims_agree(s->dims[c->a][da], c->rank)) {
+            return opf_fail(OPF_E_SHAPE, opf_label(op), "%s is %s; dim %d must be %d", a_name,
+                            opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf), (int)da, (int)c->rank);
+        }
+        return st;
+    }
+    case OPF_CHECK_BATCH_EQ: {
+        int32_t na = s->ndim[c->a] - c->a_dim, nb = s->ndim[c->b] - c->b_dim;
+        int same = na == nb;
+        for (int32_t d = 0; same && d < na; d++) {
+            same = opf_dims_agree(s->dims[c->a][d], s->dims[c->b][d]);
+        }
+        if (!same) {
+            return opf_fail(OPF_E_SHAPE, opf_label(op),
+                            "shape mismatch: %s is %s, %s is %s; their leading dims ('...') must be equal", a_name,
+                            opf_format_dims(s->ndim[c->a], s->dims[c->a], abuf), op->inputs[c->b].name,
+                            opf_format_dims(s->ndim[c->b], s->dims[c->b], bbuf));
+        }
+        return OPF_OK;
+    }
     case OPF_CHECK_NONE: break;
     }
-    return opf_fail(OPF_E_INTERNAL, op->name, "unknown shape check kind %d", (int)c->kind);
+    return opf_fail(OPF_E_INTERNAL, opf_label(op), "unknown shape check kind %d", (int)c->kind);
 }
 
 static opf_status opf_run_checks(const opf_op_def *op, const opf_shapes *s) {
@@ -111,7 +146,7 @@ static opf_status opf_apply_rule(const opf_op_def *op, const opf_shapes *s, int3
     const opf_shape_rule *rule = &op->output_shapes[output];
     if (rule->kind == OPF_SHAPE_LIKE) {
         if (!s->present[rule->like]) {
-            return opf_fail(OPF_E_INVALID, op->name, "%s takes its shape from %s, which is absent",
+            return opf_fail(OPF_E_INVALID, opf_label(op), "%s takes its shape from %s, which is absent",
                             op->outputs[output].name, op->inputs[rule->like].name);
         }
         *ndim = s->ndim[rule->like];
@@ -120,19 +155,40 @@ static opf_status opf_apply_rule(const opf_op_def *op, const opf_shapes *s, int3
         }
         return OPF_OK;
     }
-    *ndim = rule->rank;
+    int32_t lead = 0;
+    if (rule->kind == OPF_SHAPE_BATCH) {
+        if (!s->present[rule->like]) {
+            return opf_fail(OPF_E_INVALID, opf_label(op), "%s takes its shape from %s, which is absent",
+                            op->outputs[output].name, op->inputs[rule->like].name);
+        }
+        lead = s->ndim[rule->like] - rule->drop;
+        if (lead < 0 || lead + rule->rank > OPF_MAX_RANK) {
+            char buf[OPF_SHAPE_STR_CAPACITY];
+            return opf_fail(OPF_E_SHAPE, opf_label(op), "%s has rank %d (%s); %s cannot take its shape",
+                            op->inputs[rule->like].name, (int)s->ndim[rule->like],
+                            opf_format_dims(s->ndim[rule->like], s->dims[rule->like], buf), op->outputs[output].name);
+        }
+        for (int32_t d = 0; d < lead; d++) {
+            shape[d] = s->dims[rule->like][d];
+        }
+    }
+    *ndim = lead + rule->rank;
     for (int32_t d = 0; d < rule->rank; d++) {
         opf_dim_ref ref = rule->dims[d];
         int32_t resolved;
+        if (ref.input < 0) {
+            shape[lead + d] = ref.dim;
+            continue;
+        }
         if (!s->present[ref.input]) {
-            return opf_fail(OPF_E_INVALID, op->name, "%s takes a dim from %s, which is absent",
+            return opf_fail(OPF_E_INVALID, opf_label(op), "%s takes a dim from %s, which is absent",
                             op->outputs[output].name, op->inputs[ref.input].name);
         }
         opf_status st = opf_check_dim_exists(op, s, ref.input, ref.dim, &resolved);
         if (st != OPF_OK) {
             return st;
         }
-        shape[d] = s->dims[ref.input][resolved];
+        shape[lead + d] = s->dims[ref.input][resolved];
     }
     return OPF_OK;
 }
@@ -141,18 +197,18 @@ opf_status opf_op_infer_shape(const opf_op_def *op, const opf_tensor *const *inp
                               int64_t *shape) {
     opf_clear_error();
     if (op == NULL || ndim == NULL || shape == NULL) {
-        return opf_fail(OPF_E_INVALID, "op_infer_shape", "op, ndim and shape must not be NULL");
+        return opf_fail(OPF_E_INVALID, "opf_op_infer_shape", "op, ndim and shape must not be NULL");
     }
     if (output < 0 || output >= op->num_outputs) {
-        return opf_fail(OPF_E_INVALID, op->name, "has no output %d", (int)output);
+        return opf_fail(OPF_E_INVALID, opf_label(op), "has no output %d", (int)output);
     }
     for (int32_t i = 0; i < op->num_inputs; i++) {
         const opf_tensor *t = inputs != NULL ? inputs[i] : NULL;
         if (t == NULL && !(op->inputs[i].flags & OPF_ARG_OPTIONAL)) {
-            return opf_fail(OPF_E_INVALID, op->name, "%s is NULL", op->inputs[i].name);
+            return opf_fail(OPF_E_INVALID, opf_label(op), "%s is NULL", op->inputs[i].name);
         }
         if (t != NULL && (t->ndim < 0 || t->ndim > OPF_MAX_RANK || (t->ndim > 0 && t->shape == NULL))) {
-            return opf_fail(OPF_E_SHAPE, op->name, "%s has an invalid rank %d", op->inputs[i].name, (int)t->ndim);
+            return opf_fail(OPF_E_SHAPE, opf_label(op), "%s has an invalid rank %d", op->inputs[i].name, (int)t->ndim);
         }
     }
     opf_shapes s = opf_shapes_of(op, inputs);
@@ -166,6 +222,16 @@ void opf_op_default_attrs(const opf_op_def *op, opf_attr_value *attrs) {
     }
 }
 
+/* "'none', 'relu'" into buf. */
+static const char *opf_choices_text(const opf_attr_def *attr, char *buf, size_t capacity) {
+    buf[0] = '\0';
+    for (int32_t c = 0; c < OPF_MAX_CHOICES && attr->choices[c] != NULL; c++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, capacity - used, "%s'%s'", c ? ", " : "", attr->choices[c]);
+    }
+    return buf;
+}
+
 static int32_t opf_num_choices(const opf_attr_def *attr) {
     int32_t n = 0;
     while (n < OPF_MAX_CHOICES && attr->choices[n] != NULL) {
@@ -174,20 +240,31 @@ static int32_t opf_num_choices(const opf_attr_def *attr) {
     return n;
 }
 
+opf_status opf_op_attr_choice(const opf_op_def *op, int32_t attr, const char *text, size_t length, int64_t *index) {
+    opf_clear_error();
+    if (op == NULL || index == NULL || attr < 0 || attr >= op->num_attrs || op->attrs[attr].type != OPF_ATTR_ENUM) {
+        return opf_fail(OPF_E_INVALID, "opf_op_attr_choice", "needs an op, an enum attribute of it and an index");
+    }
+    const opf_attr_def *def = &op->attrs[attr];
+    for (int32_t c = 0; c < opf_num_choices(def); c++) {
+        if (text != NULL && strlen(def->choices[c]) == length && memcmp(def->choices[c], text, length) == 0) {
+            *index = c;
+            return OPF_OK;
+        }
+    }
+    char names[OPF_MAX_CHOICES * 36];
+    int shown = (int)(length > 200 ? 200 : length);
+    return opf_fail(OPF_E_INVALID, opf_label(op), "%s must be one of %s, got '%.*s'", def->name,
+                    opf_choices_text(def, names, sizeof names), shown, text != NULL ? text : "");
+}
+
 static opf_status opf_check_attrs(const opf_op_def *op, const opf_attr_value *attrs) {
     for (int32_t i = 0; i < op->num_attrs; i++) {
         const opf_attr_def *attr = &op->attrs[i];
-        if (attr->type == OPF_ATTR_ENUM) {
-            int32_t n = opf_num_choices(attr);
-            if (attrs[i].i < 0 || attrs[i].i >= n) {
-                char names[OPF_MAX_CHOICES * 32] = "";
-                for (int32_t c = 0; c < n; c++) {
-                    strncat(names, c ? ", " : "", sizeof names - strlen(names) - 1);
-                    strncat(names, attr->choices[c], sizeof names - strlen(names) - 1);
-                }
-                return opf_fail(OPF_E_INVALID, op->name, "%s must be one of %s; got choice index %lld", attr->name,
-                                names, (long long)attrs[i].i);
-            }
+        if (attr->type == OPF_ATTR_ENUM && (attrs[i].i < 0 || attrs[i].i >= opf_num_choices(attr))) {
+            char names[OPF_MAX_CHOICES * 36];
+            return opf_fail(OPF_E_INVALID, opf_label(op), "%s must be one of %s; got choice index %lld", attr->name,
+                            opf_choices_text(attr, names, sizeof names), (long long)attrs[i].i);
         }
     }
     return OPF_OK;
@@ -200,22 +277,24 @@ static opf_status opf_check_args(const opf_op_def *op, const opf_tensor *const *
         const opf_tensor *t = args != NULL ? args[i] : NULL;
         if (t == NULL) {
             if (!(defs[i].flags & OPF_ARG_OPTIONAL)) {
-                return opf_fail(OPF_E_INVALID, op->name, "%s is NULL", defs[i].name);
+                return opf_fail(OPF_E_INVALID, opf_label(op), "%s is NULL", defs[i].name);
             }
             continue;
         }
-        opf_status st = opf_tensor_check(op->name, defs[i].name, t, op->dtypes, device);
+        opf_status st = opf_tensor_check(opf_label(op), defs[i].name, t, op->dtypes, device);
         if (st != OPF_OK) {
             return st;
         }
         if (*first == NULL) {
             *first = t;
         } else if (t->dtype != (*first)->dtype) {
-            return opf_fail(OPF_E_DTYPE, op->name, "dtype mismatch: %s is %s, expected %s like the other arguments",
-                            defs[i].name, opf_dtype_name(t->dtype), opf_dtype_name((*first)->dtype));
+            return opf_fail(OPF_E_DTYPE, opf_label(op),
+                            "dtype mismatch: %s is %s, expected %s like the other arguments", defs[i].name,
+                            opf_dtype_name(t->dtype), opf_dtype_name((*first)->dtype));
         } else if (t->device.id != (*first)->device.id) {
-            return opf_fail(OPF_E_DEVICE, op->name, "device mismatch: %s is on device %d, the other arguments on %d",
-                            defs[i].name, (int)t->device.id, (int)(*first)->device.id);
+            return opf_fail(OPF_E_DEVICE, opf_label(op),
+                            "device mismatch: %s is on device %d, the other arguments on %d", defs[i].name,
+                            (int)t->device.id, (int)(*first)->device.id);
         }
     }
     return OPF_OK;
@@ -228,7 +307,7 @@ static opf_status opf_check_outputs(const opf_op_def *op, const opf_shapes *s, c
                                     const opf_tensor *const *outputs) {
     for (int32_t i = 0; i < op->num_inputs; i++) {
         if ((op->inputs[i].flags & OPF_ARG_MUTATED) && inputs[i] != NULL && opf_tensor_self_overlaps(inputs[i])) {
-            return opf_fail(OPF_E_LAYOUT, op->name,
+            return opf_fail(OPF_E_LAYOUT, opf_label(op),
                             "%s is written in place but has overlapping elements (a zero or overlapping stride)",
                             op->inputs[i].name);
         }
@@ -251,11 +330,11 @@ static opf_status opf_check_outputs(const opf_op_def *op, const opf_shapes *s, c
         }
         if (!same) {
             char got[OPF_SHAPE_STR_CAPACITY], want[OPF_SHAPE_STR_CAPACITY];
-            return opf_fail(OPF_E_SHAPE, op->name, "%s has shape %s, expected %s", name,
+            return opf_fail(OPF_E_SHAPE, opf_label(op), "%s has shape %s, expected %s", name,
                             opf_format_dims(y->ndim, y->shape, got), opf_format_dims(ndim, shape, want));
         }
         if (opf_tensor_self_overlaps(y)) {
-            return opf_fail(OPF_E_LAYOUT, op->name,
+            return opf_fail(OPF_E_LAYOUT, opf_label(op),
                             "%s has overlapping elements (a zero or overlapping stride); outputs must not", name);
         }
         for (int32_t i = 0; i < op->num_inputs; i++) {
@@ -264,18 +343,18 @@ static opf_status opf_check_outputs(const opf_op_def *op, const opf_shapes *s, c
                 continue;
             }
             if (!(op->flags & OPF_OP_ELEMENTWISE)) {
-                return opf_fail(OPF_E_LAYOUT, op->name, "%s overlaps input %s; this op cannot run in place", name,
+                return opf_fail(OPF_E_LAYOUT, opf_label(op), "%s overlaps input %s; this op cannot run in place", name,
                                 op->inputs[i].name);
             }
             if (!opf_tensors_alias_exactly(x, y)) {
-                return opf_fail(OPF_E_LAYOUT, op->name,
+                return opf_fail(OPF_E_LAYOUT, opf_label(op),
                                 "%s partially overlaps input %s; in place is allowed only onto the same elements", name,
                                 op->inputs[i].name);
             }
         }
         for (int32_t p = 0; p < o; p++) {
             if (outputs[p] != NULL && opf_tensors_overlap(outputs[p], y)) {
-                return opf_fail(OPF_E_LAYOUT, op->name, "outputs %s and %s overlap", op->outputs[p].name, name);
+                return opf_fail(OPF_E_LAYOUT, opf_label(op), "outputs %s and %s overlap", op->outputs[p].name, name);
             }
         }
     }
@@ -331,24 +410,43 @@ opf_status opf_op_run(const opf_op_def *op, const opf_tensor *const *inputs, con
                       const opf_attr_value *attrs) {
     opf_clear_error();
     if (op == NULL) {
-        return opf_fail(OPF_E_INVALID, "op_run", "op is NULL");
+        return opf_fail(OPF_E_INVALID, "opf_op_run", "op is NULL");
     }
     opf_call call;
     opf_status st = opf_call_prepare(&call, op, inputs, outputs, attrs, OPF_DEVICE_CPU);
-    return st != OPF_OK ? st : op->compute(call.inputs, call.outputs, call.attrs);
+    if (st != OPF_OK) {
+        return st;
+    }
+    if (op->eltwise != NULL) {
+        st = opf_eltwise_engine_run(op, call.inputs, call.outputs, call.attrs);
+    } else if (op->row != NULL) {
+        st = opf_row_engine_run(op, call.inputs, call.outputs, call.attrs);
+    } else {
+        st = op->compute(call.inputs, call.outputs, call.attrs);
+    }
+    if (st != OPF_OK) {
+        opf_error_attribute(st, opf_label(op));
+    }
+    return st;
 }
 
 opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                            const opf_attr_value *attrs, void *stream) {
     opf_clear_error();
     if (op == NULL) {
-        return opf_fail(OPF_E_INVALID, "op_run_cuda", "op is NULL");
+        return opf_fail(OPF_E_INVALID, "opf_op_run_cuda", "op is NULL");
     }
     if (op->compute_cuda == NULL) {
-        return opf_fail(OPF_E_UNSUPPORTED, op->name, "has no CUDA kernel%s",
+        return opf_fail(OPF_E_UNSUPPORTED, opf_label(op), "this op has no CUDA kernel%s",
                         opf_cuda_device_count() == 0 ? " (or this library was built without CUDA)" : "");
     }
     opf_call call;
     opf_status st = opf_call_prepare(&call, op, inputs, outputs, attrs, OPF_DEVICE_CUDA);
-    return st != OPF_OK ? st : op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
+    if (st == OPF_OK) {
+        st = op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
+        if (st != OPF_OK) {
+            opf_error_attribute(st, opf_label(op));
+        }
+    }
+    return st;
 }

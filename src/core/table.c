@@ -7,7 +7,7 @@
 
 #include "error.h"
 
-#define OPF_VALIDATE "op_table_validate"
+#define OPF_VALIDATE "opf_op_table_validate"
 
 const opf_op_def *opf_op_find(const opf_op_table *table, const char *name) {
     if (table == NULL || name == NULL) {
@@ -21,6 +21,20 @@ const opf_op_def *opf_op_find(const opf_op_table *table, const char *name) {
     return NULL;
 }
 
+/* lower_snake_case: what every framework accepts as a namespace, an op, an
+ * argument (a torch schema, a TF op, a Python identifier). */
+static int opf_is_identifier(const char *name) {
+    if (name == NULL || !((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_')) {
+        return 0;
+    }
+    for (const char *c = name; *c != '\0'; c++) {
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int opf_in_range(int32_t value, int32_t count) { return value >= 0 && value < count; }
 
 static opf_status opf_validate_args(const opf_op_def *op, const char *what, int32_t count, const opf_arg_def *args) {
@@ -31,6 +45,14 @@ static opf_status opf_validate_args(const opf_op_def *op, const char *what, int3
     for (int32_t i = 0; i < count; i++) {
         if (args[i].name == NULL || args[i].name[0] == '\0') {
             return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s %d has no name", op->name, what, (int)i);
+        }
+        if (!opf_is_identifier(args[i].name)) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s name '%s' must be lower_snake_case", op->name,
+                            what, args[i].name);
+        }
+        if ((args[i].flags & OPF_ARG_BATCHED) && (args[i].core_dims < 0 || args[i].core_dims > OPF_MAX_RANK)) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s '%s' has core_dims %d", op->name, what,
+                            args[i].name, (int)args[i].core_dims);
         }
     }
     return OPF_OK;
@@ -72,20 +94,28 @@ static opf_status opf_validate_shapes(const opf_op_def *op) {
     }
     for (int32_t i = 0; i < op->num_checks; i++) {
         const opf_check *c = &op->checks[i];
-        int needs_b = c->kind == OPF_CHECK_SAME_SHAPE || c->kind == OPF_CHECK_DIM_EQ;
-        int kind_ok = c->kind == OPF_CHECK_RANK || needs_b;
-        if (!kind_ok || !opf_in_range(c->a, op->num_inputs) || (needs_b && !opf_in_range(c->b, op->num_inputs)) ||
-            (c->kind == OPF_CHECK_RANK && (c->rank < 0 || c->rank > OPF_MAX_RANK))) {
+        int needs_b = c->kind == OPF_CHECK_SAME_SHAPE || c->kind == OPF_CHECK_DIM_EQ || c->kind == OPF_CHECK_BATCH_EQ;
+        int has_rank = c->kind == OPF_CHECK_RANK || c->kind == OPF_CHECK_MIN_RANK;
+        int kind_ok = has_rank || needs_b || c->kind == OPF_CHECK_DIM_IS;
+        int batch_ok = c->kind != OPF_CHECK_BATCH_EQ ||
+                       (c->a_dim >= 0 && c->a_dim <= OPF_MAX_RANK && c->b_dim >= 0 && c->b_dim <= OPF_MAX_RANK);
+        if (!kind_ok || !batch_ok || !opf_in_range(c->a, op->num_inputs) ||
+            (needs_b && !opf_in_range(c->b, op->num_inputs)) || (has_rank && (c->rank < 0 || c->rank > OPF_MAX_RANK)) ||
+            (c->kind == OPF_CHECK_DIM_IS && c->rank < 0)) {
             return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': check %d names an unknown kind, input or rank",
                             op->name, (int)i);
         }
     }
     for (int32_t o = 0; o < op->num_outputs; o++) {
         const opf_shape_rule *r = &op->output_shapes[o];
+        int by_dims = r->kind == OPF_SHAPE_DIMS || r->kind == OPF_SHAPE_BATCH;
         int ok = (r->kind == OPF_SHAPE_LIKE && opf_in_range(r->like, op->num_inputs)) ||
-                 (r->kind == OPF_SHAPE_DIMS && r->rank >= 0 && r->rank <= OPF_MAX_RULE_RANK);
-        for (int32_t d = 0; ok && r->kind == OPF_SHAPE_DIMS && d < r->rank; d++) {
-            ok = opf_in_range(r->dims[d].input, op->num_inputs);
+                 (by_dims && r->rank >= 0 && r->rank <= OPF_MAX_RULE_RANK);
+        if (r->kind == OPF_SHAPE_BATCH) {
+            ok = ok && opf_in_range(r->like, op->num_inputs) && r->drop >= 0 && r->drop <= OPF_MAX_RANK;
+        }
+        for (int32_t d = 0; ok && by_dims && d < r->rank; d++) {
+            ok = opf_in_range(r->dims[d].input, op->num_inputs) || (r->dims[d].input == -1 && r->dims[d].dim >= 0);
         }
         if (!ok) {
             return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': the shape rule of output '%s' is invalid", op->name,
@@ -155,8 +185,17 @@ static opf_status opf_validate_op(const opf_op_table *table, const opf_op_def *o
                             op->name, table->name, (long long)j, (long long)index);
         }
     }
-    if (op->compute == NULL) {
-        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' has no compute function", op->name);
+    if (!opf_is_identifier(op->name)) {
+        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op name '%s' must be lower_snake_case", op->name);
+    }
+    int kinds = (op->compute != NULL) + (op->eltwise != NULL) + (op->row != NULL);
+    if (kinds != 1) {
+        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' needs exactly one of compute, eltwise and row (has %d)",
+                        op->name, kinds);
+    }
+    if (op->eltwise != NULL && !(op->flags & OPF_OP_ELEMENTWISE)) {
+        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' has an elementwise kernel but not OPF_OP_ELEMENTWISE",
+                        op->name);
     }
     if (op->dtypes == 0 || (op->dtypes & ~(uint32_t)(OPF_DTYPES_F32 | OPF_DTYPES_F64)) != 0) {
         return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' has invalid dtypes 0x%x", op->name, (unsigned)op->dtypes);
@@ -188,6 +227,9 @@ opf_status opf_op_table_validate(const opf_op_table *table) {
     }
     if (table->name == NULL || table->num_ops < 0 || (table->num_ops > 0 && table->ops == NULL)) {
         return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "table needs a name and %s", "a list of num_ops rows");
+    }
+    if (!opf_is_identifier(table->name)) {
+        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "table name '%s' must be lower_snake_case", table->name);
     }
     for (int64_t i = 0; i < table->num_ops; i++) {
         opf_status st = opf_validate_op(table, table->ops[i], i);

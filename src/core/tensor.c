@@ -59,14 +59,6 @@ const char *opf_format_dims(int32_t ndim, const int64_t *shape, char buf[OPF_SHA
     return buf;
 }
 
-static const char *opf_dtypes_expected(uint32_t dtypes) {
-    switch (dtypes & (OPF_DTYPES_F32 | OPF_DTYPES_F64)) {
-    case OPF_DTYPES_F32: return "float32";
-    case OPF_DTYPES_F64: return "float64";
-    default: return "float32 or float64";
-    }
-}
-
 static uint32_t opf_dtype_bit(opf_dtype dtype) {
     switch (dtype) {
     case OPF_F32: return OPF_DTYPES_F32;
@@ -94,7 +86,7 @@ opf_status opf_tensor_check(const char *op, const char *name, const opf_tensor *
     }
     if ((opf_dtype_bit(t->dtype) & dtypes) == 0) {
         return opf_fail(OPF_E_DTYPE, op, "%s has unsupported dtype %s; expected %s", name, opf_dtype_name(t->dtype),
-                        opf_dtypes_expected(dtypes));
+                        opf_dtypes_name(dtypes));
     }
     if (t->device.type != (int32_t)device_type) {
         return opf_fail(OPF_E_DEVICE, op, "%s is on device %s:%d; expected %s", name, opf_device_name(t->device.type),

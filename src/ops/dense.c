@@ -6,18 +6,12 @@
 #include <string.h>
 
 #include "cuda_kernels.h"
-#include "engine.h"
 #include "error.h"
 #include "gemm.h"
 #include "ops.h"
 #include "tensor.h"
 
 #define OPF_FLOAT_DTYPES (OPF_DTYPES_F32 | OPF_DTYPES_F64)
-#define OPF_ACTIVATION_ATTR                                                                                            \
-    {                                                                                                                  \
-        .name = "activation", .type = OPF_ATTR_ENUM, .default_value = {.i = OPF_ACT_NONE},                             \
-        .choices = {"none", "relu"}, .doc = "activation fused into the output"                                         \
-    }
 
 static opf_matrix opf_matrix_of(const opf_tensor *t) {
     return (opf_matrix){opf_tensor_base(t), opf_tensor_stride(t, 0), opf_tensor_stride(t, 1)};
@@ -37,7 +31,7 @@ static void *opf_contiguous_vector(const char *op, const opf_tensor *v, opf_stat
     size_t elem = opf_dtype_size(v->dtype);
     char *copy = malloc((size_t)v->shape[0] * elem);
     if (copy == NULL) {
-        *status = opf_fail(OPF_E_NOMEM, op, "cannot allocate a copy of %s", "the bias");
+        *status = opf_error(OPF_E_NOMEM, "%s: cannot allocate a copy of the bias", op);
         return NULL;
     }
     for (int64_t i = 0; i < v->shape[0]; i++) {
@@ -74,31 +68,12 @@ static opf_status dense_compute(const opf_tensor *const *in, const opf_tensor *c
     return st;
 }
 
-const opf_op_def opf_op_dense = {
-    .name = "dense",
+const opf_op_decl opf_decl_dense = {
+    "dense(x[N,K], w[K,M], b[M]?, *, activation: {none, relu} = none) -> y[N,M]",
     .doc = "Dense (fully connected) layer: y = activation(x @ w + b), bias and activation fused into the GEMM.",
-    .dtypes = OPF_FLOAT_DTYPES,
-    .num_inputs = 3,
-    .inputs = {{.name = "x", .doc = "inputs [N, K]"},
-               {.name = "w", .doc = "weights [K, M]"},
-               {.name = "b", .flags = OPF_ARG_OPTIONAL, .doc = "bias [M], optional"}},
-    .num_outputs = 1,
-    .outputs = {{.name = "y", .doc = "outputs [N, M]"}},
-    .output_shapes = {{.kind = OPF_SHAPE_DIMS, .rank = 2, .dims = {{0, 0}, {1, 1}}}},
-    .num_attrs = 1,
-    .attrs = {OPF_ACTIVATION_ATTR},
-    .num_checks = 5,
-    .checks = {{.kind = OPF_CHECK_RANK, .a = 0, .rank = 2},
-               {.kind = OPF_CHECK_RANK, .a = 1, .rank = 2},
-               {.kind = OPF_CHECK_RANK, .a = 2, .rank = 1},
-               {.kind = OPF_CHECK_DIM_EQ, .a = 0, .a_dim = 1, .b = 1, .b_dim = 0},
-               {.kind = OPF_CHECK_DIM_EQ, .a = 2, .a_dim = 0, .b = 1, .b_dim = 1}},
-    .num_grads = 1,
-    .grads = {{.op = "dense_grad",
-               .num_sources = 4,
-               .sources = {{OPF_FROM_GRAD, 0}, {OPF_FROM_INPUT, 0}, {OPF_FROM_INPUT, 1}, {OPF_FROM_OUTPUT, 0}},
-               .num_produces = 3,
-               .produces = {0, 1, 2}}},
+    .arg_docs = "x: inputs [N, K]; w: weights [K, M]; b: bias [M], optional; y: outputs [N, M]; activation: activation "
+                "fused into the output",
+    .grad = "dx, dw, db = dense_grad(dy, x, w, y)",
     .compute = dense_compute,
     .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_compute),
 };
@@ -110,7 +85,7 @@ static opf_status opf_bias_grad(const opf_tensor *dz, const opf_tensor *db) {
     int64_t n = dz->shape[0], m = dz->shape[1];
     double *sum = calloc((size_t)(m > 0 ? m : 1), sizeof *sum);
     if (sum == NULL) {
-        return opf_fail(OPF_E_NOMEM, "dense_grad", "cannot allocate %lld doubles for db", (long long)m);
+        return opf_error(OPF_E_NOMEM, "cannot allocate %lld doubles for db", (long long)m);
     }
     int64_t rs = opf_tensor_stride(dz, 0), cs = opf_tensor_stride(dz, 1), ds = opf_tensor_stride(db, 0);
     if (dz->dtype == OPF_F32) {
@@ -148,17 +123,21 @@ static opf_status dense_grad_compute(const opf_tensor *const *in, const opf_tens
     void *masked = NULL;
     if (attrs[0].i == OPF_ACT_RELU) {
         if (y == NULL) {
-            return opf_fail(OPF_E_INVALID, "dense_grad", "y (dense's output) is required when activation is relu");
+            return opf_error(OPF_E_INVALID, "y (dense's output) is required when activation is relu");
         }
         /* dz = dy where y > 0: relu's gradient mask, applied by its kernel. */
         size_t bytes = (size_t)opf_tensor_numel(dy) * opf_dtype_size(dy->dtype);
         masked = malloc(bytes > 0 ? bytes : 1);
         if (masked == NULL) {
-            return opf_fail(OPF_E_NOMEM, "dense_grad", "cannot allocate %zu bytes for the masked gradient", bytes);
+            return opf_error(OPF_E_NOMEM, "cannot allocate %zu bytes for the masked gradient", bytes);
         }
         dz = opf_tensor_make(masked, dy->dtype, 2, dy->shape);
-        opf_eltwise_run((opf_eltwise_op){OPF_K_f32_relu_grad, OPF_K_f64_relu_grad}, (const opf_tensor *[]){dy, y}, &dz,
-                        0.0);
+        opf_status masked_st = opf_op_run(opf_builtin_row(OPF_ROW_relu_grad), (const opf_tensor *[]){dy, y},
+                                          (const opf_tensor *[]){&dz}, NULL);
+        if (masked_st != OPF_OK) {
+            free(masked);
+            return masked_st;
+        }
     }
     opf_status st = OPF_OK;
     if (dx != NULL) { /* dx = dz · wᵀ */
@@ -192,33 +171,13 @@ static opf_status dense_grad_compute(const opf_tensor *const *in, const opf_tens
     return st;
 }
 
-const opf_op_def opf_op_dense_grad = {
-    .name = "dense_grad",
+const opf_op_decl opf_decl_dense_grad = {
+    "dense_grad(dy[N,M], x[N,K], w[K,M], y[N,M]?, *, activation: {none, relu} = none) -> (dx[N,K]?, dw[K,M]?, db[M]?)",
     .doc = "Gradients of dense: with dz = dy masked by y > 0 for relu, dx = dz @ w.T, dw = x.T @ dz, "
            "db = dz summed over rows.",
-    .dtypes = OPF_FLOAT_DTYPES,
-    .num_inputs = 4,
-    .inputs = {{.name = "dy", .doc = "gradient of dense's output [N, M]"},
-               {.name = "x", .doc = "dense's input [N, K]"},
-               {.name = "w", .doc = "dense's weights [K, M]"},
-               {.name = "y", .flags = OPF_ARG_OPTIONAL, .doc = "dense's output [N, M]; required for relu"}},
-    .num_outputs = 3,
-    .outputs = {{.name = "dx", .flags = OPF_ARG_OPTIONAL, .doc = "gradient of x [N, K]"},
-                {.name = "dw", .flags = OPF_ARG_OPTIONAL, .doc = "gradient of w [K, M]"},
-                {.name = "db", .flags = OPF_ARG_OPTIONAL, .doc = "gradient of b [M]"}},
-    .output_shapes = {{.kind = OPF_SHAPE_LIKE, .like = 1},
-                      {.kind = OPF_SHAPE_LIKE, .like = 2},
-                      {.kind = OPF_SHAPE_DIMS, .rank = 1, .dims = {{0, 1}}}},
-    .num_attrs = 1,
-    .attrs = {OPF_ACTIVATION_ATTR},
-    .num_checks = 7,
-    .checks = {{.kind = OPF_CHECK_RANK, .a = 0, .rank = 2},
-               {.kind = OPF_CHECK_RANK, .a = 1, .rank = 2},
-               {.kind = OPF_CHECK_RANK, .a = 2, .rank = 2},
-               {.kind = OPF_CHECK_DIM_EQ, .a = 1, .a_dim = 1, .b = 2, .b_dim = 0},
-               {.kind = OPF_CHECK_DIM_EQ, .a = 0, .a_dim = 0, .b = 1, .b_dim = 0},
-               {.kind = OPF_CHECK_DIM_EQ, .a = 0, .a_dim = 1, .b = 2, .b_dim = 1},
-               {.kind = OPF_CHECK_SAME_SHAPE, .a = 3, .b = 0}},
+    .arg_docs = "dy: gradient of dense's output [N, M]; x: dense's input [N, K]; w: dense's weights [K, M]; "
+                "y: dense's output [N, M], required for relu; dx: gradient of x [N, K]; dw: gradient of w [K, M]; "
+                "db: gradient of b [M]; activation: dense's activation",
     .compute = dense_grad_compute,
     .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_grad_compute),
 };
@@ -227,12 +186,12 @@ const opf_op_def opf_op_dense_grad = {
 
 opf_status opf_dense(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b, opf_activation activation,
                      const opf_tensor *y) {
-    return opf_op_run(&opf_op_dense, (const opf_tensor *[]){x, w, b}, (const opf_tensor *[]){y},
+    return opf_op_run(opf_builtin_row(OPF_ROW_dense), (const opf_tensor *[]){x, w, b}, (const opf_tensor *[]){y},
                       (const opf_attr_value[]){{.i = activation}});
 }
 
 opf_status opf_dense_grad(const opf_tensor *dy, const opf_tensor *x, const opf_tensor *w, const opf_tensor *y,
                           opf_activation activation, const opf_tensor *dx, const opf_tensor *dw, const opf_tensor *db) {
-    return opf_op_run(&opf_op_dense_grad, (const opf_tensor *[]){dy, x, w, y}, (const opf_tensor *[]){dx, dw, db},
-                      (const opf_attr_value[]){{.i = activation}});
+    return opf_op_run(opf_builtin_row(OPF_ROW_dense_grad), (const opf_tensor *[]){dy, x, w, y},
+                      (const opf_tensor *[]){dx, dw, db}, (const opf_attr_value[]){{.i = activation}});
 }

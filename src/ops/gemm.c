@@ -236,8 +236,8 @@ opf_status opf_gemm(const char *op, const opf_gemm_args *args) {
     job.buffer_bytes = (job.a_bytes + b_bytes + 63) / 64 * 64;
     job.buffers = aligned_alloc(64, job.buffer_bytes * (size_t)(tasks > 0 ? tasks : 1));
     if (job.buffers == NULL) {
-        return opf_fail(OPF_E_NOMEM, op, "cannot allocate %zu bytes of packing buffers",
-                        job.buffer_bytes * (size_t)tasks);
+        return opf_error(OPF_E_NOMEM, "%s: cannot allocate %zu bytes of packing buffers", op,
+                         job.buffer_bytes * (size_t)tasks);
     }
     atomic_init(&job.next_slot, 0);
     opf_parallel_for_max(panels, grain, tasks > 0 ? tasks : 1, opf_gemm_columns, &job);

@@ -51,85 +51,86 @@ static const int64_t s23[2] = {2, 3}, s32[2] = {3, 2}, s3[1] = {3}, s6[1] = {6};
 TEST(test_null_tensors) {
     scratch a = {{0}}, b = {{0}};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
-    EXPECT_ERROR(opf_relu(NULL, &y), OPF_E_INVALID, "opf_relu", "x");
-    EXPECT_ERROR(opf_relu(&x, NULL), OPF_E_INVALID, "opf_relu", "y");
-    EXPECT_ERROR(opf_relu_(NULL), OPF_E_INVALID, "opf_relu_", "x");
-    EXPECT_ERROR(opf_relu_grad(NULL, &x, &y), OPF_E_INVALID, "opf_relu_grad", "dy");
-    EXPECT_ERROR(opf_relu_grad(&x, &x, NULL), OPF_E_INVALID, "opf_relu_grad", "dx");
-    EXPECT_ERROR(opf_scale(NULL, 2.0, &y), OPF_E_INVALID, "opf_scale", "x");
-    EXPECT_ERROR(opf_add(&x, NULL, &y), OPF_E_INVALID, "opf_add", "b");
-    EXPECT_ERROR(opf_add(NULL, &x, &y), OPF_E_INVALID, "opf_add", "a");
+    EXPECT_ERROR(opf_relu(NULL, &y), OPF_E_INVALID, "opforge.relu", "x");
+    EXPECT_ERROR(opf_relu(&x, NULL), OPF_E_INVALID, "opforge.relu", "y");
+    EXPECT_ERROR(opf_relu_(NULL), OPF_E_INVALID, "opforge.relu_", "x");
+    EXPECT_ERROR(opf_relu_grad(NULL, &x, &y), OPF_E_INVALID, "opforge.relu_grad", "dy");
+    EXPECT_ERROR(opf_relu_grad(&x, &x, NULL), OPF_E_INVALID, "opforge.relu_grad", "dx");
+    EXPECT_ERROR(opf_scale(NULL, 2.0, &y), OPF_E_INVALID, "opforge.scale", "x");
+    EXPECT_ERROR(opf_add(&x, NULL, &y), OPF_E_INVALID, "opforge.add", "b");
+    EXPECT_ERROR(opf_add(NULL, &x, &y), OPF_E_INVALID, "opforge.add", "a");
     const int64_t s33[2] = {3, 3};
     opf_tensor m = opf_tensor_make(a.v, OPF_F32, 2, s33), o = opf_tensor_make(b.v, OPF_F32, 2, s33);
-    EXPECT_ERROR(opf_dense(NULL, &m, NULL, OPF_ACT_NONE, &o), OPF_E_INVALID, "opf_dense", "x");
-    EXPECT_ERROR(opf_dense(&m, NULL, NULL, OPF_ACT_NONE, &o), OPF_E_INVALID, "opf_dense", "w");
-    EXPECT_ERROR(opf_dense(&m, &m, NULL, OPF_ACT_NONE, NULL), OPF_E_INVALID, "opf_dense", "y");
-    EXPECT_ERROR(opf_dense_grad(NULL, &m, &m, NULL, OPF_ACT_NONE, &o, NULL, NULL), OPF_E_INVALID, "opf_dense_grad",
+    EXPECT_ERROR(opf_dense(NULL, &m, NULL, OPF_ACT_NONE, &o), OPF_E_INVALID, "opforge.dense", "x");
+    EXPECT_ERROR(opf_dense(&m, NULL, NULL, OPF_ACT_NONE, &o), OPF_E_INVALID, "opforge.dense", "w");
+    EXPECT_ERROR(opf_dense(&m, &m, NULL, OPF_ACT_NONE, NULL), OPF_E_INVALID, "opforge.dense", "y");
+    EXPECT_ERROR(opf_dense_grad(NULL, &m, &m, NULL, OPF_ACT_NONE, &o, NULL, NULL), OPF_E_INVALID, "opforge.dense_grad",
                  "dy");
     /* relu needs dense's output y to mask the gradient. */
-    EXPECT_ERROR(opf_dense_grad(&m, &m, &m, NULL, OPF_ACT_RELU, &o, NULL, NULL), OPF_E_INVALID, "opf_dense_grad", "y");
+    EXPECT_ERROR(opf_dense_grad(&m, &m, &m, NULL, OPF_ACT_RELU, &o, NULL, NULL), OPF_E_INVALID, "opforge.dense_grad",
+                 "y");
     /* opf_op_run itself. */
     EXPECT_ERROR(opf_op_run(NULL, NULL, NULL, NULL), OPF_E_INVALID, "op");
     const opf_op_def *relu = opf_op_find(opf_builtin_ops(), "relu");
     if (CHECK(relu != NULL, "no relu row")) {
-        EXPECT_ERROR(opf_op_run(relu, NULL, (const opf_tensor *[]){&y}, NULL), OPF_E_INVALID, "opf_relu", "x");
-        EXPECT_ERROR(opf_op_run(relu, (const opf_tensor *[]){&x}, NULL, NULL), OPF_E_INVALID, "opf_relu", "y");
+        EXPECT_ERROR(opf_op_run(relu, NULL, (const opf_tensor *[]){&y}, NULL), OPF_E_INVALID, "opforge.relu", "x");
+        EXPECT_ERROR(opf_op_run(relu, (const opf_tensor *[]){&x}, NULL, NULL), OPF_E_INVALID, "opforge.relu", "y");
     }
 }
 
 TEST(test_null_data) {
     scratch b = {{0}};
     opf_tensor x = opf_tensor_make(NULL, OPF_F32, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_INVALID, "opf_relu", "x");
-    EXPECT_ERROR(opf_relu(&y, &x), OPF_E_INVALID, "opf_relu", "y");
-    EXPECT_ERROR(opf_add(&y, &x, &y), OPF_E_INVALID, "opf_add", "b");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_INVALID, "opforge.relu", "x");
+    EXPECT_ERROR(opf_relu(&y, &x), OPF_E_INVALID, "opforge.relu", "y");
+    EXPECT_ERROR(opf_add(&y, &x, &y), OPF_E_INVALID, "opforge.add", "b");
     opf_tensor z = opf_tensor_make(NULL, OPF_F32, 0, NULL); /* 0-d: one element */
-    EXPECT_ERROR(opf_relu_(&z), OPF_E_INVALID, "opf_relu_", "x");
+    EXPECT_ERROR(opf_relu_(&z), OPF_E_INVALID, "opforge.relu_", "x");
 }
 
 TEST(test_dtypes) {
     scratch a = {{0}}, b = {{0}};
     opf_tensor x = opf_tensor_make(a.v, OPF_F16, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DTYPE, "opf_relu", "x", "float16");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DTYPE, "opforge.relu", "x", "float16");
     x.dtype = OPF_BF16;
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DTYPE, "opf_relu", "x", "bfloat16");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DTYPE, "opforge.relu", "x", "bfloat16");
     x.dtype = OPF_DTYPE_INVALID;
-    EXPECT_ERROR(opf_scale(&x, 2.0, &y), OPF_E_DTYPE, "opf_scale", "x");
+    EXPECT_ERROR(opf_scale(&x, 2.0, &y), OPF_E_DTYPE, "opforge.scale", "x");
     x.dtype = OPF_F32;
     y.dtype = OPF_F16;
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DTYPE, "opf_relu", "y");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DTYPE, "opforge.relu", "y");
     /* Mixed float32 / float64. */
     y.dtype = OPF_F64;
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DTYPE, "opf_relu", "y", "float64", "float32");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DTYPE, "opforge.relu", "y", "float64", "float32");
     opf_tensor a64 = opf_tensor_make(a.v, OPF_F64, 2, s23), b32 = opf_tensor_make(b.v, OPF_F32, 2, s23);
-    EXPECT_ERROR(opf_add(&a64, &b32, &a64), OPF_E_DTYPE, "opf_add", "b", "float32", "float64");
-    EXPECT_ERROR(opf_relu_grad(&a64, &a64, &b32), OPF_E_DTYPE, "opf_relu_grad", "dx");
+    EXPECT_ERROR(opf_add(&a64, &b32, &a64), OPF_E_DTYPE, "opforge.add", "b", "float32", "float64");
+    EXPECT_ERROR(opf_relu_grad(&a64, &a64, &b32), OPF_E_DTYPE, "opforge.relu_grad", "dx");
     const int64_t s22[2] = {2, 2}, s2[1] = {2};
     opf_tensor m32 = opf_tensor_make(a.v, OPF_F32, 2, s22), m64 = opf_tensor_make(b.v + 8, OPF_F64, 2, s22),
                v64 = opf_tensor_make(b.v + 32, OPF_F64, 1, s2), o32 = opf_tensor_make(b.v, OPF_F32, 2, s22);
-    EXPECT_ERROR(opf_dense(&m32, &m64, NULL, OPF_ACT_NONE, &o32), OPF_E_DTYPE, "opf_dense", "w");
-    EXPECT_ERROR(opf_dense(&m32, &m32, &v64, OPF_ACT_NONE, &o32), OPF_E_DTYPE, "opf_dense", "b");
+    EXPECT_ERROR(opf_dense(&m32, &m64, NULL, OPF_ACT_NONE, &o32), OPF_E_DTYPE, "opforge.dense", "w");
+    EXPECT_ERROR(opf_dense(&m32, &m32, &v64, OPF_ACT_NONE, &o32), OPF_E_DTYPE, "opforge.dense", "b");
 }
 
 TEST(test_bad_shapes) {
     scratch a = {{0}}, b = {{0}};
     int64_t neg[2] = {2, -3};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, neg), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_SHAPE, "opf_relu", "x");
-    EXPECT_ERROR(opf_relu(&y, &x), OPF_E_SHAPE, "opf_relu", "y");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_SHAPE, "opforge.relu", "x");
+    EXPECT_ERROR(opf_relu(&y, &x), OPF_E_SHAPE, "opforge.relu", "y");
     /* Rank above OPF_MAX_RANK, and a negative rank. */
     int64_t ones[OPF_MAX_RANK + 1];
     for (int i = 0; i <= OPF_MAX_RANK; i++) {
         ones[i] = 1;
     }
     opf_tensor big = opf_tensor_make(a.v, OPF_F32, OPF_MAX_RANK + 1, ones);
-    EXPECT_ERROR(opf_relu(&big, &big), OPF_E_SHAPE, "opf_relu", "x");
-    EXPECT_ERROR(opf_relu_(&big), OPF_E_SHAPE, "opf_relu_", "x");
+    EXPECT_ERROR(opf_relu(&big, &big), OPF_E_SHAPE, "opforge.relu", "x");
+    EXPECT_ERROR(opf_relu_(&big), OPF_E_SHAPE, "opforge.relu_", "x");
     opf_tensor maxrank = opf_tensor_make(a.v, OPF_F32, OPF_MAX_RANK, ones), mr_out = maxrank;
     mr_out.data = b.v;
     CHECK(opf_relu(&maxrank, &mr_out) == OPF_OK, "rank OPF_MAX_RANK must work: %s", opf_last_error());
     opf_tensor negrank = opf_tensor_make(a.v, OPF_F32, -1, ones);
-    EXPECT_ERROR(opf_relu(&negrank, &y), OPF_E_SHAPE, "opf_relu", "x");
+    EXPECT_ERROR(opf_relu(&negrank, &y), OPF_E_SHAPE, "opforge.relu", "x");
     /* A rank without a shape. */
     opf_tensor noshape = opf_tensor_make(a.v, OPF_F32, 2, NULL);
     opf_status st = opf_relu(&noshape, &y);
@@ -143,25 +144,25 @@ TEST(test_add_shape_mismatch) {
     }
     opf_tensor ta = opf_tensor_make(a.v, OPF_F32, 2, s23), tb = opf_tensor_make(b.v, OPF_F32, 2, s32),
                ty = opf_tensor_make(c.v, OPF_F32, 2, s23);
-    EXPECT_ERROR(opf_add(&ta, &tb, &ty), OPF_E_SHAPE, "opf_add", "shape mismatch", "[2,3]", "[3,2]");
+    EXPECT_ERROR(opf_add(&ta, &tb, &ty), OPF_E_SHAPE, "opforge.add", "shape mismatch", "[2,3]", "[3,2]");
     for (int i = 0; i < 6; i++) {
         CHECK(c.v[i] == 42.0f, "y[%d] written by a failed opf_add: %g", i, (double)c.v[i]);
     }
     /* Same element count, different rank. */
     opf_tensor t6 = opf_tensor_make(b.v, OPF_F32, 1, s6);
-    EXPECT_ERROR(opf_add(&ta, &t6, &ty), OPF_E_SHAPE, "opf_add", "[2,3]", "[6]");
-    EXPECT_ERROR(opf_relu_grad(&ta, &tb, &ty), OPF_E_SHAPE, "opf_relu_grad", "[2,3]", "[3,2]");
+    EXPECT_ERROR(opf_add(&ta, &t6, &ty), OPF_E_SHAPE, "opforge.add", "[2,3]", "[6]");
+    EXPECT_ERROR(opf_relu_grad(&ta, &tb, &ty), OPF_E_SHAPE, "opforge.relu_grad", "[2,3]", "[3,2]");
 }
 
 TEST(test_output_shape) {
     scratch a = {{0}}, b = {{0}};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 1, s3);
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_SHAPE, "opf_relu", "y", "[3]", "[2,3]");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_SHAPE, "opforge.relu", "y", "[3]", "[2,3]");
     opf_tensor y32 = opf_tensor_make(b.v, OPF_F32, 2, s32);
-    EXPECT_ERROR(opf_scale(&x, 1.0, &y32), OPF_E_SHAPE, "opf_scale", "y", "[3,2]", "[2,3]");
-    EXPECT_ERROR(opf_add(&x, &x, &y32), OPF_E_SHAPE, "opf_add", "y");
+    EXPECT_ERROR(opf_scale(&x, 1.0, &y32), OPF_E_SHAPE, "opforge.scale", "y", "[3,2]", "[2,3]");
+    EXPECT_ERROR(opf_add(&x, &x, &y32), OPF_E_SHAPE, "opforge.add", "y");
     opf_tensor y0 = opf_tensor_make(b.v, OPF_F32, 0, NULL);
-    EXPECT_ERROR(opf_relu(&x, &y0), OPF_E_SHAPE, "opf_relu", "y", "[]");
+    EXPECT_ERROR(opf_relu(&x, &y0), OPF_E_SHAPE, "opforge.relu", "y", "[]");
 }
 
 TEST(test_dense_shapes) {
@@ -173,29 +174,29 @@ TEST(test_dense_shapes) {
     CHECK(opf_dense(&x, &w, &bias, OPF_ACT_RELU, &y) == OPF_OK, "valid dense: %s", opf_last_error());
 
     opf_tensor xr3 = opf_tensor_make(a.v, OPF_F32, 3, x3);
-    EXPECT_ERROR(opf_dense(&xr3, &w, NULL, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opf_dense", "x", "rank");
+    EXPECT_ERROR(opf_dense(&xr3, &w, NULL, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opforge.dense", "x", "rank");
     opf_tensor w1 = opf_tensor_make(b.v, OPF_F32, 1, s4);
-    EXPECT_ERROR(opf_dense(&x, &w1, NULL, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opf_dense", "w", "rank");
+    EXPECT_ERROR(opf_dense(&x, &w1, NULL, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opforge.dense", "w", "rank");
     /* Inner dims: x [2,3], w [4,4]. */
     opf_tensor w44 = opf_tensor_make(b.v, OPF_F32, 2, s44);
-    EXPECT_ERROR(opf_dense(&x, &w44, NULL, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opf_dense", "x", "w", "[2,3]", "[4,4]");
+    EXPECT_ERROR(opf_dense(&x, &w44, NULL, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opforge.dense", "x", "w", "[2,3]", "[4,4]");
     /* Bias of the wrong length, or rank. */
     opf_tensor b5 = opf_tensor_make(b.v + 32, OPF_F32, 1, s5);
-    EXPECT_ERROR(opf_dense(&x, &w, &b5, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opf_dense", "b", "[5]");
+    EXPECT_ERROR(opf_dense(&x, &w, &b5, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opforge.dense", "b", "[5]");
     opf_tensor b14 = opf_tensor_make(b.v + 32, OPF_F32, 2, s14);
-    EXPECT_ERROR(opf_dense(&x, &w, &b14, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opf_dense", "b");
+    EXPECT_ERROR(opf_dense(&x, &w, &b14, OPF_ACT_NONE, &y), OPF_E_SHAPE, "opforge.dense", "b");
     /* Output of the wrong shape. */
     opf_tensor y25 = opf_tensor_make(c.v, OPF_F32, 2, s25);
-    EXPECT_ERROR(opf_dense(&x, &w, NULL, OPF_ACT_NONE, &y25), OPF_E_SHAPE, "opf_dense", "y", "[2,5]", "[2,4]");
+    EXPECT_ERROR(opf_dense(&x, &w, NULL, OPF_ACT_NONE, &y25), OPF_E_SHAPE, "opforge.dense", "y", "[2,5]", "[2,4]");
     /* dense_grad: outputs of the wrong shape, inconsistent inputs. */
     opf_tensor dy = opf_tensor_make(c.v, OPF_F32, 2, s24), dx = opf_tensor_make(a.v + 16, OPF_F32, 2, s32);
-    EXPECT_ERROR(opf_dense_grad(&dy, &x, &w, NULL, OPF_ACT_NONE, &dx, NULL, NULL), OPF_E_SHAPE, "opf_dense_grad", "dx",
-                 "[3,2]", "[2,3]");
+    EXPECT_ERROR(opf_dense_grad(&dy, &x, &w, NULL, OPF_ACT_NONE, &dx, NULL, NULL), OPF_E_SHAPE, "opforge.dense_grad",
+                 "dx", "[3,2]", "[2,3]");
     opf_tensor db5 = opf_tensor_make(a.v + 16, OPF_F32, 1, s5);
-    EXPECT_ERROR(opf_dense_grad(&dy, &x, &w, NULL, OPF_ACT_NONE, NULL, NULL, &db5), OPF_E_SHAPE, "opf_dense_grad", "db",
-                 "[5]", "[4]");
+    EXPECT_ERROR(opf_dense_grad(&dy, &x, &w, NULL, OPF_ACT_NONE, NULL, NULL, &db5), OPF_E_SHAPE, "opforge.dense_grad",
+                 "db", "[5]", "[4]");
     opf_tensor dy25 = opf_tensor_make(c.v, OPF_F32, 2, s25);
-    EXPECT_ERROR(opf_dense_grad(&dy25, &x, &w, NULL, OPF_ACT_NONE, NULL, NULL, NULL), OPF_E_SHAPE, "opf_dense_grad",
+    EXPECT_ERROR(opf_dense_grad(&dy25, &x, &w, NULL, OPF_ACT_NONE, NULL, NULL, NULL), OPF_E_SHAPE, "opforge.dense_grad",
                  "dy");
 }
 
@@ -203,15 +204,15 @@ TEST(test_overlap) {
     float *buf = xcalloc(64, sizeof(float));
     /* Output partially overlapping the input: y = x shifted by one element. */
     opf_tensor x = opf_tensor_make(buf, OPF_F32, 1, s6), y = opf_tensor_make(buf + 1, OPF_F32, 1, s6);
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_LAYOUT, "opf_relu", "y", "x");
-    EXPECT_ERROR(opf_scale(&x, 2.0, &y), OPF_E_LAYOUT, "opf_scale", "y");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_LAYOUT, "opforge.relu", "y", "x");
+    EXPECT_ERROR(opf_scale(&x, 2.0, &y), OPF_E_LAYOUT, "opforge.scale", "y");
     opf_tensor b = opf_tensor_make(buf + 20, OPF_F32, 1, s6);
-    EXPECT_ERROR(opf_add(&b, &x, &y), OPF_E_LAYOUT, "opf_add", "y");
+    EXPECT_ERROR(opf_add(&b, &x, &y), OPF_E_LAYOUT, "opforge.add", "y");
     /* The same start, another layout: [2,3] vs its transpose over one buffer. */
     const int64_t tr[2] = {1, 2};
     opf_tensor x23 = opf_tensor_make(buf, OPF_F32, 2, s23), y23t = opf_tensor_make(buf, OPF_F32, 2, s23);
     y23t.strides = tr;
-    EXPECT_ERROR(opf_relu(&x23, &y23t), OPF_E_LAYOUT, "opf_relu", "y");
+    EXPECT_ERROR(opf_relu(&x23, &y23t), OPF_E_LAYOUT, "opforge.relu", "y");
     /* Same pointer through byte_offset: exact alias, allowed. */
     opf_tensor xo = opf_tensor_make(buf + 2, OPF_F32, 1, s6), yo = opf_tensor_make(buf, OPF_F32, 1, s6);
     yo.byte_offset = 2 * sizeof(float);
@@ -221,11 +222,11 @@ TEST(test_overlap) {
     const int64_t zero[1] = {0}, s33[2] = {3, 3}, ones[2] = {1, 1};
     opf_tensor yz = opf_tensor_make(buf + 40, OPF_F32, 1, s6);
     yz.strides = zero;
-    EXPECT_ERROR(opf_relu(&x, &yz), OPF_E_LAYOUT, "opf_relu", "y");
+    EXPECT_ERROR(opf_relu(&x, &yz), OPF_E_LAYOUT, "opforge.relu", "y");
     opf_tensor x33 = opf_tensor_make(buf + 20, OPF_F32, 2, s33), y33 = opf_tensor_make(buf + 40, OPF_F32, 2, s33);
     y33.strides = ones;
-    EXPECT_ERROR(opf_relu(&x33, &y33), OPF_E_LAYOUT, "opf_relu", "y");
-    EXPECT_ERROR(opf_relu_(&y33), OPF_E_LAYOUT, "opf_relu_", "x");
+    EXPECT_ERROR(opf_relu(&x33, &y33), OPF_E_LAYOUT, "opforge.relu", "y");
+    EXPECT_ERROR(opf_relu_(&y33), OPF_E_LAYOUT, "opforge.relu_", "x");
     /* Zero-stride inputs are fine (broadcast). */
     opf_tensor xz = opf_tensor_make(buf, OPF_F32, 1, s6), yok = opf_tensor_make(buf + 40, OPF_F32, 1, s6);
     xz.strides = zero;
@@ -235,18 +236,18 @@ TEST(test_overlap) {
     opf_tensor m1 = opf_tensor_make(buf, OPF_F32, 2, s33), m2 = opf_tensor_make(buf + 20, OPF_F32, 2, s33);
     opf_tensor m3 = opf_tensor_make(buf + 40, OPF_F32, 2, s33);
     CHECK(opf_dense(&m1, &m2, NULL, OPF_ACT_NONE, &m3) == OPF_OK, "valid dense: %s", opf_last_error());
-    EXPECT_ERROR(opf_dense(&m1, &m2, NULL, OPF_ACT_NONE, &m1), OPF_E_LAYOUT, "opf_dense", "y", "x");
-    EXPECT_ERROR(opf_dense(&m1, &m2, NULL, OPF_ACT_NONE, &m2), OPF_E_LAYOUT, "opf_dense", "y", "w");
+    EXPECT_ERROR(opf_dense(&m1, &m2, NULL, OPF_ACT_NONE, &m1), OPF_E_LAYOUT, "opforge.dense", "y", "x");
+    EXPECT_ERROR(opf_dense(&m1, &m2, NULL, OPF_ACT_NONE, &m2), OPF_E_LAYOUT, "opforge.dense", "y", "w");
     const int64_t s3v[1] = {3};
     opf_tensor bias = opf_tensor_make(buf + 40, OPF_F32, 1, s3v);
-    EXPECT_ERROR(opf_dense(&m1, &m2, &bias, OPF_ACT_NONE, &m3), OPF_E_LAYOUT, "opf_dense", "y", "b");
+    EXPECT_ERROR(opf_dense(&m1, &m2, &bias, OPF_ACT_NONE, &m3), OPF_E_LAYOUT, "opforge.dense", "y", "b");
     /* dense_grad outputs overlapping each other or an input. */
     opf_tensor g1 = opf_tensor_make(buf, OPF_F32, 2, s33), g2 = opf_tensor_make(buf + 20, OPF_F32, 2, s33);
     float *other = xcalloc(64, sizeof(float));
     opf_tensor o1 = opf_tensor_make(other, OPF_F32, 2, s33), o2 = opf_tensor_make(other + 4, OPF_F32, 2, s33);
-    EXPECT_ERROR(opf_dense_grad(&g1, &g1, &g2, NULL, OPF_ACT_NONE, &o1, &o2, NULL), OPF_E_LAYOUT, "opf_dense_grad",
+    EXPECT_ERROR(opf_dense_grad(&g1, &g1, &g2, NULL, OPF_ACT_NONE, &o1, &o2, NULL), OPF_E_LAYOUT, "opforge.dense_grad",
                  "dx", "dw");
-    EXPECT_ERROR(opf_dense_grad(&g1, &g1, &g2, NULL, OPF_ACT_NONE, &g2, NULL, NULL), OPF_E_LAYOUT, "opf_dense_grad",
+    EXPECT_ERROR(opf_dense_grad(&g1, &g1, &g2, NULL, OPF_ACT_NONE, &g2, NULL, NULL), OPF_E_LAYOUT, "opforge.dense_grad",
                  "dx");
     free(other);
     free(buf);
@@ -256,7 +257,7 @@ TEST(test_misaligned_data) {
     double *buf = xcalloc(8, sizeof(double));
     opf_tensor x = opf_tensor_make(buf, OPF_F32, 1, s3), y = opf_tensor_make(buf + 4, OPF_F32, 1, s3);
     x.byte_offset = 2; /* not a multiple of sizeof(float) */
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_LAYOUT, "opf_relu", "x");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_LAYOUT, "opforge.relu", "x");
     free(buf);
 }
 
@@ -264,13 +265,13 @@ TEST(test_device) {
     scratch a = {{0}}, b = {{0}};
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, s23), y = opf_tensor_make(b.v, OPF_F32, 2, s23);
     x.device.type = OPF_DEVICE_CUDA;
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DEVICE, "opf_relu", "x");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DEVICE, "opforge.relu", "x");
     x.device.type = OPF_DEVICE_CPU;
     y.device.type = OPF_DEVICE_CUDA;
     y.device.id = 1;
-    EXPECT_ERROR(opf_add(&x, &x, &y), OPF_E_DEVICE, "opf_add", "y");
+    EXPECT_ERROR(opf_add(&x, &x, &y), OPF_E_DEVICE, "opforge.add", "y");
     y.device.type = 99;
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DEVICE, "opf_relu", "y");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_DEVICE, "opforge.relu", "y");
 }
 
 TEST(test_bad_enum_attr) {
@@ -287,14 +288,14 @@ TEST(test_bad_enum_attr) {
     opf_op_default_attrs(dense, attrs);
     CHECK(dense->num_attrs >= 1 && attrs[0].i == OPF_ACT_NONE, "dense's default activation is none");
     attrs[0].i = 2;
-    EXPECT_ERROR(opf_op_run(dense, in, out, attrs), OPF_E_INVALID, "opf_dense", "activation");
+    EXPECT_ERROR(opf_op_run(dense, in, out, attrs), OPF_E_INVALID, "opforge.dense", "activation");
     attrs[0].i = -1;
-    EXPECT_ERROR(opf_op_run(dense, in, out, attrs), OPF_E_INVALID, "opf_dense", "activation");
-    EXPECT_ERROR(opf_dense(&x, &w, NULL, (opf_activation)7, &y), OPF_E_INVALID, "opf_dense", "activation");
+    EXPECT_ERROR(opf_op_run(dense, in, out, attrs), OPF_E_INVALID, "opforge.dense", "activation");
+    EXPECT_ERROR(opf_dense(&x, &w, NULL, (opf_activation)7, &y), OPF_E_INVALID, "opforge.dense", "activation");
     scratch d = {{0}};
     opf_tensor dx = opf_tensor_make(d.v, OPF_F32, 2, s22);
-    EXPECT_ERROR(opf_dense_grad(&y, &x, &w, &y, (opf_activation)7, &dx, NULL, NULL), OPF_E_INVALID, "opf_dense_grad",
-                 "activation");
+    EXPECT_ERROR(opf_dense_grad(&y, &x, &w, &y, (opf_activation)7, &dx, NULL, NULL), OPF_E_INVALID,
+                 "opforge.dense_grad", "activation");
 }
 
 TEST(test_huge_shapes) {
@@ -303,23 +304,23 @@ TEST(test_huge_shapes) {
     const int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, max2[2] = {INT64_MAX, 2};
     const int64_t big_bytes[1] = {INT64_MAX / 2}; /* the count fits, the byte size does not */
     opf_tensor x = opf_tensor_make(a.v, OPF_F32, 2, huge), y = opf_tensor_make(b.v, OPF_F32, 2, huge);
-    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_SHAPE, "opf_relu", "x");
-    EXPECT_ERROR(opf_relu_(&x), OPF_E_SHAPE, "opf_relu_", "x");
+    EXPECT_ERROR(opf_relu(&x, &y), OPF_E_SHAPE, "opforge.relu", "x");
+    EXPECT_ERROR(opf_relu_(&x), OPF_E_SHAPE, "opforge.relu_", "x");
     opf_tensor x2 = opf_tensor_make(a.v, OPF_F32, 2, max2);
-    EXPECT_ERROR(opf_scale(&x2, 1.0, &x2), OPF_E_SHAPE, "opf_scale", "x");
+    EXPECT_ERROR(opf_scale(&x2, 1.0, &x2), OPF_E_SHAPE, "opforge.scale", "x");
     opf_tensor x3 = opf_tensor_make(a.v, OPF_F64, 1, big_bytes);
-    EXPECT_ERROR(opf_relu_(&x3), OPF_E_SHAPE, "opf_relu_", "x");
+    EXPECT_ERROR(opf_relu_(&x3), OPF_E_SHAPE, "opforge.relu_", "x");
     /* dense with huge N and M but K = 0 would still need an N x M output. */
     const int64_t xn[2] = {(int64_t)1 << 40, 0}, wm[2] = {0, (int64_t)1 << 40},
                   ym[2] = {(int64_t)1 << 40, (int64_t)1 << 40};
     opf_tensor dx = opf_tensor_make(a.v, OPF_F32, 2, xn), dw = opf_tensor_make(b.v, OPF_F32, 2, wm),
                dy = opf_tensor_make(b.v, OPF_F32, 2, ym);
-    EXPECT_ERROR(opf_dense(&dx, &dw, NULL, OPF_ACT_NONE, &dy), OPF_E_SHAPE, "opf_dense", "y");
+    EXPECT_ERROR(opf_dense(&dx, &dw, NULL, OPF_ACT_NONE, &dy), OPF_E_SHAPE, "opforge.dense", "y");
     /* A stride whose reach overflows. */
     const int64_t s3v[1] = {3}, bigstride[1] = {INT64_MAX / 2};
     opf_tensor xs = opf_tensor_make(a.v, OPF_F32, 1, s3v), ys = opf_tensor_make(b.v, OPF_F32, 1, s3v);
     xs.strides = bigstride;
-    EXPECT_ERROR(opf_relu(&xs, &ys), OPF_E_SHAPE, "opf_relu", "x");
+    EXPECT_ERROR(opf_relu(&xs, &ys), OPF_E_SHAPE, "opforge.relu", "x");
 }
 
 /* opf_op_run_cuda never runs a CPU tensor, and a row without a CUDA kernel
@@ -340,7 +341,7 @@ TEST(test_op_run_cuda_rejects) {
         opf_status st = opf_op_run_cuda(relu, (const opf_tensor *[]){&x}, (const opf_tensor *[]){&y}, NULL, NULL);
         CHECK(st == OPF_E_DEVICE || st == OPF_E_UNSUPPORTED, "opf_op_run_cuda(relu) on CPU tensors: %s \"%s\"",
               opf_status_name(st), opf_last_error());
-        CHECK_CONTAINS(opf_last_error(), "opf_relu");
+        CHECK_CONTAINS(opf_last_error(), "opforge.relu");
     }
     /* A user row without compute_cuda. */
     static const opf_op_def cpu_only = {
@@ -357,7 +358,7 @@ TEST(test_op_run_cuda_rejects) {
     };
     x.device.type = y.device.type = OPF_DEVICE_CUDA;
     EXPECT_ERROR(opf_op_run_cuda(&cpu_only, (const opf_tensor *[]){&x}, (const opf_tensor *[]){&y}, NULL, NULL),
-                 OPF_E_UNSUPPORTED, "opf_cpu_only");
+                 OPF_E_UNSUPPORTED, "cpu_only: ");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -420,7 +421,7 @@ TEST(test_last_error_is_per_thread) {
     /* The other thread failed: this thread saw no failure. */
     char mine[512];
     last_error_copy(mine, sizeof mine);
-    CHECK(strstr(mine, "opf_add") == NULL, "main thread sees the other thread's error: \"%s\"", mine);
+    CHECK(strstr(mine, "opforge.add") == NULL, "main thread sees the other thread's error: \"%s\"", mine);
     /* Now fail here, with another message. */
     float v[3] = {0};
     opf_tensor x = opf_tensor_make(v, OPF_F32, 1, s3);
@@ -431,10 +432,10 @@ TEST(test_last_error_is_per_thread) {
     pthread_join(t, NULL);
 
     CHECK(r.status == OPF_E_SHAPE, "thread status %s", opf_status_name(r.status));
-    CHECK_CONTAINS(r.during, "opf_add");
-    CHECK_CONTAINS(r.after, "opf_add");
-    CHECK(strstr(r.after, "opf_relu_") == NULL, "thread sees the main thread's error: \"%s\"", r.after);
-    CHECK_CONTAINS(mine, "opf_relu_");
+    CHECK_CONTAINS(r.during, "opforge.add");
+    CHECK_CONTAINS(r.after, "opforge.add");
+    CHECK(strstr(r.after, "opforge.relu_") == NULL, "thread sees the main thread's error: \"%s\"", r.after);
+    CHECK_CONTAINS(mine, "opforge.relu_");
     char now[512];
     last_error_copy(now, sizeof now);
     CHECK(strcmp(now, mine) == 0, "main thread's message changed after the join: \"%s\" vs \"%s\"", now, mine);

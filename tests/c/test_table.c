@@ -111,7 +111,9 @@ TEST(test_builtin_table) {
             continue;
         }
         CHECK(op->doc != NULL && strlen(op->doc) > 10, "%s: no doc", op->name);
-        CHECK(op->compute != NULL, "%s: no compute", op->name);
+        CHECK((op->compute != NULL) + (op->eltwise != NULL) + (op->row != NULL) == 1, "%s: not exactly one kernel",
+              op->name);
+        CHECK(op->qualname != NULL && strncmp(op->qualname, "opforge.", 8) == 0, "%s: qualname", op->name);
         CHECK(op->dtypes == (OPF_DTYPES_F32 | OPF_DTYPES_F64), "%s: dtypes 0x%x", op->name, (unsigned)op->dtypes);
         CHECK(op->num_inputs >= 1 && op->num_inputs <= OPF_MAX_ARGS, "%s: num_inputs %d", op->name,
               (int)op->num_inputs);
@@ -122,8 +124,7 @@ TEST(test_builtin_table) {
         }
         for (int32_t a = 0; a < op->num_outputs; a++) {
             CHECK(op->outputs[a].name != NULL && op->outputs[a].doc != NULL, "%s: output %d", op->name, (int)a);
-            CHECK(op->output_shapes[a].kind == OPF_SHAPE_LIKE || op->output_shapes[a].kind == OPF_SHAPE_DIMS,
-                  "%s: output %d has no shape rule", op->name, (int)a);
+            CHECK(op->output_shapes[a].kind != OPF_SHAPE_NONE, "%s: output %d has no shape rule", op->name, (int)a);
         }
         for (int32_t a = 0; a < op->num_attrs; a++) {
             CHECK(op->attrs[a].name != NULL && op->attrs[a].doc != NULL, "%s: attr %d", op->name, (int)a);

@@ -138,12 +138,12 @@ static void *failing_main(void *arg) {
         if (it % 2 == 0) {
             opf_status st = opf_add(&ta, &tb, &ty);
             last_error_copy(msg, sizeof msg);
-            CHECK(st == OPF_E_SHAPE && strstr(msg, "opf_add") && strstr(msg, "[2,3]") && strstr(msg, "[3,2]"),
+            CHECK(st == OPF_E_SHAPE && strstr(msg, "opforge.add") && strstr(msg, "[2,3]") && strstr(msg, "[3,2]"),
                   "failing thread, iteration %d: opf_add gave %s \"%s\"", it, opf_status_name(st), msg);
         } else {
             opf_status st = opf_dense(&x3, &w44, NULL, OPF_ACT_NONE, &ty);
             last_error_copy(msg, sizeof msg);
-            CHECK(st == OPF_E_SHAPE && strstr(msg, "opf_dense") && strstr(msg, "x"),
+            CHECK(st == OPF_E_SHAPE && strstr(msg, "opforge.dense") && strstr(msg, "x"),
                   "failing thread, iteration %d: opf_dense gave %s \"%s\"", it, opf_status_name(st), msg);
         }
         /* A valid call in between clears nothing it should not: the next failure is again ours. */

@@ -1,10 +1,10 @@
 /*
- * test_ukernels.c — every micro-kernel of the registries (eltwise.inc,
- * gemm.inc) against the scalar references, called directly.
+ * test_ukernels.c — every kernel, called directly: each per-ISA build of the
+ * built-in table's elementwise kernels (found through the table), and every
+ * GEMM micro-kernel of gemm.inc, against the scalar references.
  *
- * The registries are expanded here, so a new kernel line is tested without
- * an edit to this file (a new *op* needs its reference adapter below: the
- * build fails until it has one). Kernels of an ISA the CPU lacks are skipped.
+ * A new elementwise built-in needs only its reference in eltwise_refs (the
+ * test fails until it has one). Kernels of an ISA the CPU lacks are skipped.
  */
 #include <float.h>
 #include <math.h>
@@ -17,95 +17,62 @@
 #include "reference.h"
 
 /* ------------------------------------------------------------------------ */
-/* The elementwise registry                                                  */
+/* The authored elementwise kernels of the built-in table                    */
 /* ------------------------------------------------------------------------ */
 
-/* The references with the kernels' signatures. relu_grad's kernel takes
- * (a = dy, b = x), the order of opf_relu_grad's arguments. */
-static void kref_f32_relu(size_t n, const float *x, float *y, const opf_f32_params *p) {
-    (void)p;
-    ref_relu_array_f32(n, x, y);
+/* The reference of an elementwise built-in, on contiguous arrays. relu_grad's
+ * kernel takes (a = dy, b = x), the order of opf_relu_grad's arguments. */
+typedef void (*eltwise_ref)(opf_dtype dtype, size_t n, const void *a, const void *b, void *y, double alpha);
+
+static void kref_relu(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
+    (void)b, (void)alpha;
+    dt == OPF_F32 ? ref_relu_array_f32(n, a, y) : ref_relu_array_f64(n, a, y);
 }
-static void kref_f64_relu(size_t n, const double *x, double *y, const opf_f64_params *p) {
-    (void)p;
-    ref_relu_array_f64(n, x, y);
+static void kref_scale(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
+    (void)b;
+    dt == OPF_F32 ? ref_scale_array_f32(n, (float)alpha, a, y) : ref_scale_array_f64(n, alpha, a, y);
 }
-static void kref_f32_scale(size_t n, const float *x, float *y, const opf_f32_params *p) {
-    ref_scale_array_f32(n, p->alpha, x, y);
+static void kref_relu_grad(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
+    (void)alpha;
+    dt == OPF_F32 ? ref_relu_grad_array_f32(n, a, b, y) : ref_relu_grad_array_f64(n, a, b, y);
 }
-static void kref_f64_scale(size_t n, const double *x, double *y, const opf_f64_params *p) {
-    ref_scale_array_f64(n, p->alpha, x, y);
-}
-static void kref_f32_relu_grad(size_t n, const float *dy, const float *x, float *dx, const opf_f32_params *p) {
-    (void)p;
-    ref_relu_grad_array_f32(n, dy, x, dx);
-}
-static void kref_f64_relu_grad(size_t n, const double *dy, const double *x, double *dx, const opf_f64_params *p) {
-    (void)p;
-    ref_relu_grad_array_f64(n, dy, x, dx);
-}
-static void kref_f32_add(size_t n, const float *a, const float *b, float *y, const opf_f32_params *p) {
-    (void)p;
-    ref_add_array_f32(n, a, b, y);
-}
-static void kref_f64_add(size_t n, const double *a, const double *b, double *y, const opf_f64_params *p) {
-    (void)p;
-    ref_add_array_f64(n, a, b, y);
+static void kref_add(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
+    (void)alpha;
+    dt == OPF_F32 ? ref_add_array_f32(n, a, b, y) : ref_add_array_f64(n, a, b, y);
 }
 
-typedef union eltwise_fn {
-    opf_f32_unary_ukernel unary_f32;
-    opf_f64_unary_ukernel unary_f64;
-    opf_f32_binary_ukernel binary_f32;
-    opf_f64_binary_ukernel binary_f64;
-} eltwise_fn;
+/* Every elementwise row of the built-in table needs its reference here: a
+ * row without one fails test_eltwise_kernels. */
+static const struct {
+    const char *op;
+    eltwise_ref ref;
+} eltwise_refs[] = {
+    {"relu", kref_relu}, {"relu_", kref_relu}, {"relu_grad", kref_relu_grad}, {"scale", kref_scale}, {"add", kref_add}};
 
 typedef struct eltwise_case {
     const char *name;
-    opf_isa isa;
     opf_dtype dtype;
     const char *op;
     int arity;
-    eltwise_fn kernel;
-    eltwise_fn reference;
+    opf_eltwise_fn kernel;
+    eltwise_ref reference;
 } eltwise_case;
 
-#define TEST_ARITY_unary 1
-#define TEST_ARITY_binary 2
-#define TEST_DTYPE_f32 OPF_F32
-#define TEST_DTYPE_f64 OPF_F64
+static void call_kernel(const eltwise_case *c, size_t n, const void *a, const void *b, void *y, double alpha) {
+    opf_attr_value attrs[OPF_MAX_ATTRS] = {{.f = alpha}};
+    const void *in[2] = {a, b};
+    void *out[1] = {y};
+    c->kernel((int64_t)n, in, out, attrs);
+}
 
-static const eltwise_case eltwise_cases[] = {
-#define OPF_ELTWISE_UKERNEL(isa_, dt_, op_, arity_, fn_)                                                               \
-    {#fn_,                                                                                                             \
-     OPF_ISA_##isa_,                                                                                                   \
-     TEST_DTYPE_##dt_,                                                                                                 \
-     #op_,                                                                                                             \
-     TEST_ARITY_##arity_,                                                                                              \
-     {.arity_##_##dt_ = fn_},                                                                                          \
-     {.arity_##_##dt_ = kref_##dt_##_##op_}},
-#include "eltwise.inc"
-#undef OPF_ELTWISE_UKERNEL
-};
-enum { NUM_ELTWISE_CASES = sizeof eltwise_cases / sizeof eltwise_cases[0] };
-
-static void call_eltwise(const eltwise_case *c, const eltwise_fn *fn, size_t n, const void *a, const void *b, void *y,
+static void call_eltwise(const eltwise_case *c, const void *unused, size_t n, const void *a, const void *b, void *y,
                          double alpha) {
-    if (c->dtype == OPF_F32) {
-        opf_f32_params p = {(float)alpha};
-        if (c->arity == 1) {
-            fn->unary_f32(n, a, y, &p);
-        } else {
-            fn->binary_f32(n, a, b, y, &p);
-        }
-    } else {
-        opf_f64_params p = {alpha};
-        if (c->arity == 1) {
-            fn->unary_f64(n, a, y, &p);
-        } else {
-            fn->binary_f64(n, a, b, y, &p);
-        }
-    }
+    (void)unused;
+    call_kernel(c, n, a, b, y, alpha);
+}
+
+static void call_reference(const eltwise_case *c, size_t n, const void *a, const void *b, void *y, double alpha) {
+    c->reference(c->dtype, n, a, b, y, alpha);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -169,8 +136,8 @@ static int check_values(const eltwise_case *c, const void *got, const void *want
 
 /* One size, alignment, value mix and alpha: out of place, then every allowed
  * in-place form, each checked against the reference, guards and inputs. */
-static void eltwise_once(const eltwise_case *c, const eltwise_fn *kernel, size_t n, size_t misalign, int tight,
-                         int special, double alpha, rng *r) {
+static void eltwise_once(const eltwise_case *c, const void *kernel, size_t n, size_t misalign, int tight, int special,
+                         double alpha, rng *r) {
     const size_t esz = opf_dtype_size(c->dtype);
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s n=%zu misalign=%zu %s %s alpha=%g", c->name, n, misalign, tight ? "tight" : "guarded",
@@ -188,8 +155,8 @@ static void eltwise_once(const eltwise_case *c, const eltwise_fn *kernel, size_t
         fill_uniform(r, c->dtype, a0, n, -10.0, 10.0);
         fill_uniform(r, c->dtype, b0, n, -10.0, 10.0);
     }
-    call_eltwise(c, &c->reference, n, a0, b0, want, alpha);
-    call_eltwise(c, &c->reference, n, a0, a0, want_aa, alpha);
+    call_reference(c, n, a0, b0, want, alpha);
+    call_reference(c, n, a0, a0, want_aa, alpha);
     memcpy(a.p, a0, n * esz);
     memcpy(b.p, b0, binary ? n * esz : 0);
 
@@ -238,7 +205,8 @@ static void eltwise_once(const eltwise_case *c, const eltwise_fn *kernel, size_t
 static const size_t eltwise_sizes[] = {0, 1, 7, 8, 15, 16, 17, 31, 33, 1000, (size_t)1 << 20};
 static const double scale_alphas[] = {2.0, -0.5, 0.1, 0.0, 1e-3};
 
-static void eltwise_test_kernel(const eltwise_case *c, const eltwise_fn *kernel) {
+static void eltwise_test_kernel(const eltwise_case *c) {
+    const void *kernel = NULL;
     rng r = rng_seed(0x5EED0000u + (uint64_t)c->arity);
     const int is_scale = strcmp(c->op, "scale") == 0;
     const size_t num_alphas = is_scale ? sizeof scale_alphas / sizeof scale_alphas[0] : 1;
@@ -276,34 +244,63 @@ static void eltwise_known_values(const eltwise_case *c) {
     float y[8];
     if (strcmp(c->op, "relu") == 0) {
         const float want[8] = {0.0f, 0.0f, 0.0f, 3.5f, NAN, 0.0f, INFINITY, FLT_TRUE_MIN};
-        call_eltwise(c, &c->kernel, 8, x, NULL, y, 1.0);
+        call_kernel(c, 8, x, NULL, y, 1.0);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s", ctx);
     } else if (strcmp(c->op, "relu_grad") == 0) {
         const float want[8] = {0.0f, 0.0f, 0.0f, 13.0f, 14.0f, 0.0f, 16.0f, 17.0f};
-        call_eltwise(c, &c->kernel, 8, dy, x, y, 1.0);
+        call_kernel(c, 8, dy, x, y, 1.0);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s (a = dy, b = x)", ctx);
     } else if (strcmp(c->op, "scale") == 0) {
         const float want[8] = {-6.0f, -0.0f, 0.0f, 10.5f, NAN, -INFINITY, INFINITY, 3 * FLT_TRUE_MIN};
-        call_eltwise(c, &c->kernel, 8, x, NULL, y, 3.0);
+        call_kernel(c, 8, x, NULL, y, 3.0);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s (alpha 3)", ctx);
     } else if (strcmp(c->op, "add") == 0) {
         const float want[8] = {8.0f, 11.0f, 12.0f, 16.5f, NAN, -INFINITY, INFINITY, 17.0f};
-        call_eltwise(c, &c->kernel, 8, x, dy, y, 1.0);
+        call_kernel(c, 8, x, dy, y, 1.0);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s", ctx);
     }
 }
 
-static void test_eltwise_registry(void) {
-    for (size_t i = 0; i < NUM_ELTWISE_CASES; i++) {
-        const eltwise_case *c = &eltwise_cases[i];
-        if (!opf_cpu_supports(c->isa)) {
-            harness_skip(c->name, "this CPU cannot run ISA level %s", opf_isa_name(c->isa));
+/* Every build (variant) of every elementwise built-in's kernel that this CPU
+ * can run, found through the table as an adapter would. */
+static void test_eltwise_kernels(void) {
+    const opf_op_table *table = opf_builtin_ops();
+    if (!CHECK(table != NULL, "built-in table: %s", opf_last_error())) {
+        return;
+    }
+    static const char *const variant_names[OPF_NUM_VARIANTS] = {"base", "avx2", "avx512"};
+    static const opf_isa variant_isa[OPF_NUM_VARIANTS] = {OPF_ISA_SCALAR, OPF_ISA_AVX2, OPF_ISA_AVX512};
+    for (int64_t i = 0; i < table->num_ops; i++) {
+        const opf_op_def *op = table->ops[i];
+        if (op->eltwise == NULL) {
             continue;
         }
-        harness_begin(c->name);
-        eltwise_known_values(c);
-        eltwise_test_kernel(c, &c->kernel);
+        eltwise_ref ref = NULL;
+        for (size_t k = 0; k < sizeof eltwise_refs / sizeof eltwise_refs[0]; k++) {
+            ref = strcmp(eltwise_refs[k].op, op->name) == 0 ? eltwise_refs[k].ref : ref;
+        }
+        harness_begin(op->name);
+        CHECK(ref != NULL, "elementwise row %s has no reference in test_ukernels.c", op->name);
         harness_end();
+        for (int dt = 0; ref != NULL && dt < 2; dt++) {
+            for (int v = 0; v < OPF_NUM_VARIANTS; v++) {
+                opf_eltwise_fn fn = dt == 0 ? op->eltwise->f32[v] : op->eltwise->f64[v];
+                char name[96];
+                snprintf(name, sizeof name, "%s %s %s", op->name, dt == 0 ? "f32" : "f64", variant_names[v]);
+                if (fn == NULL) {
+                    continue;
+                }
+                if (!opf_cpu_supports(variant_isa[v])) {
+                    harness_skip(name, "this CPU cannot run %s", variant_names[v]);
+                    continue;
+                }
+                eltwise_case c = {name, dt == 0 ? OPF_F32 : OPF_F64, op->name, op->eltwise->num_inputs, fn, ref};
+                harness_begin(name);
+                eltwise_known_values(&c);
+                eltwise_test_kernel(&c);
+                harness_end();
+            }
+        }
     }
 }
 
@@ -320,6 +317,8 @@ typedef struct gemm_case {
     opf_f64_gemm_ukernel f64;
 } gemm_case;
 
+#define TEST_DTYPE_f32 OPF_F32
+#define TEST_DTYPE_f64 OPF_F64
 #define TEST_GEMM_FNS_f32(fn) fn, NULL
 #define TEST_GEMM_FNS_f64(fn) NULL, fn
 
@@ -615,73 +614,6 @@ TEST(test_dispatch_levels) {
           "opf_isa_name");
 }
 
-/* Every elementwise slot of every dispatch table (one per scalar line of the
- * registry) holds a kernel of its own op and dtype: run a light sweep. */
-#define TEST_IF_SCALAR(...) __VA_ARGS__
-#define TEST_IF_PORTABLE(...)
-#define TEST_IF_AVX2(...)
-#define TEST_IF_AVX512(...)
-#define TEST_IF_NEON(...)
-typedef struct slot_case {
-    opf_eltwise_slot slot;
-    eltwise_case c; /* name, dtype, op, arity and reference of the slot */
-} slot_case;
-
-static const slot_case slot_cases[] = {
-#define OPF_ELTWISE_UKERNEL(isa_, dt_, op_, arity_, fn_)                                                               \
-    TEST_IF_##isa_({OPF_K_##dt_##_##op_,                                                                               \
-                    {"slot " #dt_ "_" #op_,                                                                            \
-                     OPF_ISA_SCALAR,                                                                                   \
-                     TEST_DTYPE_##dt_,                                                                                 \
-                     #op_,                                                                                             \
-                     TEST_ARITY_##arity_,                                                                              \
-                     {.arity_##_##dt_ = NULL},                                                                         \
-                     {.arity_##_##dt_ = kref_##dt_##_##op_}}}, )
-#include "eltwise.inc"
-#undef OPF_ELTWISE_UKERNEL
-};
-
-TEST(test_dispatch_eltwise_slots) {
-    CHECK(sizeof slot_cases / sizeof slot_cases[0] == OPF_K_COUNT, "%zu scalar lines, %d slots",
-          sizeof slot_cases / sizeof slot_cases[0], (int)OPF_K_COUNT);
-    static const size_t sizes[] = {0, 1, 17, 33, 1000};
-    for (int isa = OPF_ISA_SCALAR; isa <= OPF_ISA_NEON; isa++) {
-        const opf_kernels *t = opf_kernels_for((opf_isa)isa);
-        if (t == NULL) {
-            continue;
-        }
-        for (size_t i = 0; i < sizeof slot_cases / sizeof slot_cases[0]; i++) {
-            const slot_case *sc = &slot_cases[i];
-            opf_any_ukernel k = t->eltwise[sc->slot];
-            if (!CHECK(k != NULL, "table %s: slot %s is empty", opf_isa_name((opf_isa)isa), sc->c.name)) {
-                continue;
-            }
-            char name[96];
-            snprintf(name, sizeof name, "%s of table %s", sc->c.name, opf_isa_name((opf_isa)isa));
-            eltwise_case c = sc->c;
-            c.name = name;
-            /* The registry's family types, cast back from the type-erased slot. */
-            if (c.dtype == OPF_F32) {
-                if (c.arity == 1) {
-                    c.kernel.unary_f32 = (opf_f32_unary_ukernel)k;
-                } else {
-                    c.kernel.binary_f32 = (opf_f32_binary_ukernel)k;
-                }
-            } else {
-                if (c.arity == 1) {
-                    c.kernel.unary_f64 = (opf_f64_unary_ukernel)k;
-                } else {
-                    c.kernel.binary_f64 = (opf_f64_binary_ukernel)k;
-                }
-            }
-            rng r = rng_seed(0x510u);
-            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
-                eltwise_once(&c, &c.kernel, sizes[si], si % 4, 0, 1, strcmp(c.op, "scale") == 0 ? 0.1 : 1.0, &r);
-            }
-        }
-    }
-}
-
 /* The GEMM configs of every table, run through the same test as the registry
  * lines (a config with the wrong MR/NR for its kernel fails here). */
 TEST(test_dispatch_gemm_configs) {
@@ -707,10 +639,9 @@ TEST(test_dispatch_gemm_configs) {
 }
 
 int main(void) {
-    test_eltwise_registry();
+    test_eltwise_kernels();
     test_gemm_registry();
     RUN_TEST(test_dispatch_levels);
-    RUN_TEST(test_dispatch_eltwise_slots);
     RUN_TEST(test_dispatch_gemm_configs);
     return harness_summary();
 }

@@ -58,3 +58,14 @@ def compile_op_library(directory: Path, name: str, source: str, *flags: str) -> 
     ]  # fmt: skip
     subprocess.run(command, check=True, capture_output=True, text=True)
     return library
+
+
+#: examples/ops/myops.c: softplus (+ grad), MyOp and rowsum (+ grad), written
+#: with the authoring layer; every adapter's suite tests it against its
+#: framework's own ops.
+MYOPS_SOURCE = Path(__file__).resolve().parents[2] / "examples" / "ops" / "myops.c"
+
+
+def compile_myops(directory: Path) -> Path:
+    """Builds examples/ops/myops.c into ``directory``; returns the library's path."""
+    return compile_op_library(directory, "myops", MYOPS_SOURCE.read_text())

@@ -218,7 +218,7 @@ def test_errors_read_the_same_on_every_path(direct: Callable[[], Any], generic: 
     with pytest.raises(Exception) as on_direct:
         direct()
     assert (type(on_direct.value), str(on_direct.value)) == (type(on_generic.value), str(on_generic.value))
-    assert "opforge.numpy." in str(on_direct.value) or "opf_" in str(on_direct.value) or on_direct.type is OverflowError
+    assert str(on_direct.value).startswith("opforge.") or on_direct.type is OverflowError
 
 
 def test_failed_calls_leave_later_calls_right() -> None:

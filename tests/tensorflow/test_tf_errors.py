@@ -15,13 +15,13 @@ import opforge.tensorflow as otf  # noqa: E402
 
 
 def test_shape_mismatch_eager_is_invalid_argument() -> None:
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opf_add: shape mismatch: a is \[2,3\], b is \[3,2\]"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opforge\.add: shape mismatch: a is \[2,3\], b is \[3,2\]"):
         otf.lib.opf_add(a=tf.ones([2, 3]), b=tf.ones([3, 2]))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opf_dense: shape mismatch: x is \[2,3\], w is \[4,2\]"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opforge\.dense: shape mismatch: x is \[2,3\], w is \[4,2\]"):
         otf.dense(tf.ones([2, 3]), tf.ones([4, 2]))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opf_dense: shape mismatch: b is \[3\], w is \[3,2\]"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opforge\.dense: shape mismatch: w is \[3,2\], b is \[3\]"):
         otf.dense(tf.ones([2, 3]), tf.ones([3, 2]), tf.ones([3]))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opf_dense: x must have rank 2, got rank 1"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opforge\.dense: x must have rank 2, got rank 1"):
         otf.dense(tf.ones([3]), tf.ones([3, 2]))
 
 
@@ -30,20 +30,20 @@ def test_shape_mismatch_rejected_when_a_graph_is_built() -> None:
     def add(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
         return otf.add(a, b)
 
-    with pytest.raises(ValueError, match=r"opf_add: shape mismatch: a is \[2,3\], b is \[3,2\]"):
+    with pytest.raises(ValueError, match=r"opforge\.add: shape mismatch: a is \[2,3\], b is \[3,2\]"):
         add.get_concrete_function()
 
     @tf.function(input_signature=[tf.TensorSpec([None, 3]), tf.TensorSpec([None])])
     def dense(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
         return otf.dense(x, w)
 
-    with pytest.raises(ValueError, match=r"opf_dense: w must have rank 2, got rank 1"):
+    with pytest.raises(ValueError, match=r"opforge\.dense: w must have rank 2, got rank 1"):
         dense.get_concrete_function()
 
 
 def test_shape_mismatch_found_at_run_time_in_a_graph() -> None:
     add = tf.function(otf.add, input_signature=[tf.TensorSpec(None), tf.TensorSpec([None, None])])
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opf_add: shape mismatch: a is \[2,3\], b is \[3,2\]"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"opforge\.add: shape mismatch: a is \[2,3\], b is \[3,2\]"):
         add(tf.ones([2, 3]), tf.ones([3, 2]))
 
 

@@ -47,7 +47,7 @@ import opforge
 
 from .._build import Source, load_user_table
 from .._capi import ffi
-from .._table import OpDef, OpTable, builtin_table
+from .._table import GradSource, OpDef, docstring, OpTable, builtin_table, check_shapes, output_shape, run_grad_rules
 
 __all__ = ["load_ops", "register_table", "library_path"]  # + one function per built-in op
 
@@ -113,47 +113,15 @@ def _fake_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
                      f"{str(present[0].dtype).removeprefix('torch.')} like the other arguments")  # fmt: skip
             if t.device != present[0].device:
                 fail(f"{name} is on {t.device}, expected {present[0].device} like the other arguments")
-        for check in op.checks:
-            a = inputs[check.a]
-            b = inputs[check.b] if check.kind != "rank" else None
-            if a is None or (check.kind != "rank" and b is None):
-                continue
-            if check.kind == "rank":
-                if a.dim() != check.rank:
-                    fail(f"{names[check.a]} must have rank {check.rank}, got rank {a.dim()} ({_dims(a)})")
-            elif check.kind == "same_shape":
-                assert b is not None
-                if a.dim() != b.dim():
-                    fail(f"shape mismatch: {names[check.a]} is {_dims(a)}, {names[check.b]} is {_dims(b)}")
-                for da, db in zip(a.shape, b.shape):
-                    torch._check(
-                        da == db,
-                        lambda: f"{label}: shape mismatch: {names[check.a]} is {_dims(a)}, {names[check.b]} is {_dims(b)}",
-                    )
-            else:
-                assert b is not None
-                if not (-a.dim() <= check.a_dim < a.dim() and -b.dim() <= check.b_dim < b.dim()):
-                    continue  # a rank check of the row reports it
-                torch._check(
-                    a.shape[check.a_dim] == b.shape[check.b_dim],
-                    lambda: f"{label}: shape mismatch: dim {check.a_dim} of {names[check.a]} ({_dims(a)}) != "
-                    f"dim {check.b_dim} of {names[check.b]} ({_dims(b)})",
-                )
+        shapes = [None if t is None else tuple(t.shape) for t in inputs]
+        check_shapes(op, shapes, fail, lambda ok, message: torch._check(ok, lambda: f"{label}: {message()}"))
         outputs = []
         for rule, want in zip(op.output_shapes, wanted):
             if not want:
                 outputs.append(present[0].new_empty([0]))  # not computed
                 continue
-            if rule.kind == "like":
-                like = inputs[rule.like]
-                assert like is not None
-                shape = list(like.shape)
-            else:
-                shape = []
-                for ref in rule.dims:
-                    source = inputs[ref.input]
-                    assert source is not None
-                    shape.append(source.shape[ref.dim])
+            shape = output_shape(op, len(outputs), shapes)
+            assert shape is not None  # the checks passed and the rule's inputs are present
             outputs.append(present[0].new_empty(shape))
         if not outputs:
             return None
@@ -188,21 +156,18 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
     handle = getattr(getattr(torch.ops, namespace), op.name).default._handle
     num_inputs = len(op.inputs)
     attr_names = {attr.name for attr in op.attrs}
-    rules = []
+    # Per gradient op: its operator, the forward attributes it takes, and
+    # whether it has optional outputs (then its output_mask skips unwanted ones).
+    grad_ops: dict[str, tuple[Any, tuple[str, ...], Optional[tuple[bool, ...]]]] = {}
     for rule in op.grads:
         grad_op = None if rule.op is None else table.find(rule.op)
-        grad_fn = None if grad_op is None else getattr(getattr(torch.ops, namespace), grad_op.name).default
-        grad_attrs = () if grad_op is None else tuple(a.name for a in grad_op.attrs if a.name in attr_names)
-        # Per output of the gradient op: None if it must be computed, else
-        # the input of this row it produces (masked when that input needs no
-        # gradient). None altogether when the gradient op has no optional outputs.
-        optional = None
-        if grad_op is not None and any(out.optional for out in grad_op.outputs):
-            optional = tuple(
-                rule.produces[j] if out.optional and j < len(rule.produces) else None
-                for j, out in enumerate(grad_op.outputs)
+        if grad_op is not None:
+            optional = tuple(out.optional for out in grad_op.outputs)
+            grad_ops[grad_op.name] = (
+                getattr(getattr(torch.ops, namespace), grad_op.name).default,
+                tuple(a.name for a in grad_op.attrs if a.name in attr_names),
+                optional if any(optional) else None,
             )
-        rules.append((grad_fn, grad_attrs, rule.sources, rule.produces, optional))
 
     def gradients(
         inputs: Sequence[Optional[torch.Tensor]],
@@ -211,36 +176,26 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
         grads: Sequence[Optional[torch.Tensor]],
         needs: Sequence[bool],
     ) -> list[Optional[torch.Tensor]]:
-        result: list[Optional[torch.Tensor]] = [None] * num_inputs
-        for grad_fn, grad_attrs, sources, produces, optional in rules:
-            if not any(0 <= p < num_inputs and needs[p] for p in produces):
-                continue
-            args: list[Optional[torch.Tensor]] = []
-            for source in sources:
-                if source.kind == "input":
-                    args.append(inputs[source.index])
-                elif source.kind == "output":
-                    args.append(outputs[source.index])
-                elif source.kind == "grad":
-                    g = grads[source.index]
-                    args.append(torch.zeros_like(outputs[source.index]) if g is None else g)
-                else:
-                    args.append(None)
-            if grad_fn is None:
-                values: Sequence[Optional[torch.Tensor]] = (args[0],)
-            else:
-                kwargs = {name: attrs[name] for name in grad_attrs if name in attrs}
-                if optional is not None:
-                    kwargs["output_mask"] = [
-                        p is None or (0 <= p < num_inputs and needs[p] and inputs[p] is not None) for p in optional
-                    ]
-                value = grad_fn(*args, **kwargs)
-                values = value if isinstance(value, (tuple, list)) else (value,)
-            for j, target in enumerate(produces):
-                if 0 <= target < num_inputs and inputs[target] is not None and needs[target]:
-                    g = values[j]
-                    result[target] = g if result[target] is None else result[target] + g
-        return result
+        def value(source: GradSource) -> Optional[torch.Tensor]:
+            if source.kind == "input":
+                return inputs[source.index]
+            if source.kind == "output":
+                return outputs[source.index]
+            if source.kind == "grad":
+                g = grads[source.index]
+                return torch.zeros_like(outputs[source.index]) if g is None else g
+            return None
+
+        def call(name: str, args: list[Any], wanted: list[bool]) -> Sequence[Any]:
+            grad_fn, grad_attrs, optional = grad_ops[name]
+            kwargs = {a: attrs[a] for a in grad_attrs if a in attrs}
+            if optional is not None:
+                kwargs["output_mask"] = [not opt or (j < len(wanted) and wanted[j]) for j, opt in enumerate(optional)]
+            result = grad_fn(*args, **kwargs)
+            return result if isinstance(result, (tuple, list)) else (result,)
+
+        present = [need and inputs[i] is not None for i, need in enumerate(needs[:num_inputs])]
+        return run_grad_rules(op, present, value, call)
 
     class Function(torch.autograd.Function):
         @staticmethod
@@ -309,10 +264,12 @@ class _Registration:
 
 
 _REGISTERED: dict[str, _Registration] = {}  # by namespace
-# Libraries of ops a reload removed: kept, so that the dispatcher keeps their
-# entries and a stale reference to such an op fails cleanly instead of
-# pointing at freed memory.
-_RETIRED: list[torch.library.Library] = []
+# What a reload replaced, kept for the life of the process: the Libraries of
+# ops the new table lacks (so that the dispatcher keeps their entries and a
+# stale reference to such an op fails cleanly instead of pointing at freed
+# memory), and the replaced tables (their libraries stay loaded, as TensorFlow
+# and XLA keep theirs: code that captured a row may still run).
+_RETIRED: list[Any] = []
 
 
 def _c_register(table: OpTable) -> None:
@@ -373,6 +330,7 @@ def _reregister(old: _Registration, table: OpTable) -> None:
         else:
             _RETIRED.append(library)
     _forget_packets(namespace, [op.name for op in old.table.ops])
+    _RETIRED.append(old.table)
 
 
 def register_table(table: OpTable) -> Any:
@@ -412,7 +370,7 @@ def _function(packet: Any, op: OpDef) -> Callable[..., Any]:
         return values[0] if len(values) == 1 else tuple(values)
 
     call.__name__ = call.__qualname__ = op.name
-    call.__doc__ = op.doc
+    call.__doc__ = docstring(op, "torch.Tensor")
     return call
 
 

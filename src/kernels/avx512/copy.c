@@ -1,0 +1,27 @@
+/* copy.c — streaming copy with 64-byte non-temporal stores (see copy.inc). */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+
+void opf_copy_ukernel__avx512_u256(size_t bytes, const void *src, void *dst, int fence) {
+    const char *s = src;
+    char *d = dst;
+    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+    head = head < bytes ? head : bytes;
+    memcpy(d, s, head);
+    s += head, d += head, bytes -= head;
+    for (; bytes >= 256; bytes -= 256, s += 256, d += 256) {
+        __m512i v0 = _mm512_loadu_si512(s), v1 = _mm512_loadu_si512(s + 64);
+        __m512i v2 = _mm512_loadu_si512(s + 128), v3 = _mm512_loadu_si512(s + 192);
+        _mm512_stream_si512((__m512i *)d, v0);
+        _mm512_stream_si512((__m512i *)(d + 64), v1);
+        _mm512_stream_si512((__m512i *)(d + 128), v2);
+        _mm512_stream_si512((__m512i *)(d + 192), v3);
+    }
+    memcpy(d, s, bytes);
+    if (fence) {
+        _mm_sfence(); /* order the streamed stores before the caller's later stores */
+    }
+}

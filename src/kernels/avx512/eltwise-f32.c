@@ -1,8 +1,0 @@
-/* eltwise-f32.c — avx512 elementwise kernels, f32 (see simd/eltwise.tmpl.h). */
-#include "kernels.h"
-#include "simd/avx512-f32.h"
-
-#define OPF_PARAMS opf_f32_params
-#define OPF_UNROLL 4
-#define OPF_NAME(op) opf_f32_##op##_ukernel__avx512_u64
-#include "simd/eltwise.tmpl.h"

@@ -1,0 +1,364 @@
+/*
+ * test_authoring.c — the kernel author's layer: ops declared by signature
+ * (opf_ops_resolve) with authored kernels (OPF_ELTWISE_KERNEL,
+ * OPF_ROW_KERNEL), run over every layout the harness makes, against plain C
+ * loops written here; and every declaration mistake refused with a message.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* --- the user's ops ---------------------------------------------------------------------------------------------- */
+
+/* Elementwise, one input, an attribute: y = x*x + c (no math calls). */
+OPF_ELTWISE_KERNEL(sq_plus, (x), (y), y = x * x + (T)attrs[0].f;)
+OPF_ELTWISE_KERNEL(sq_plus_grad, (dy, x), (dx), dx = 2 * x * dy;)
+/* Two inputs, two outputs. */
+OPF_ELTWISE_KERNEL(sum_diff, (a, b), (s, d), s = a + b; d = a - b;)
+/* Row-wise: sum and maximum of each row. */
+OPF_ROW_KERNEL(row_stats, (x), (sum, max), sum[0] = opf_sum(n, x); max[0] = opf_max(n, x);)
+/* Row-wise with an unbatched input and a batched output: y = (x - mean) * w. */
+OPF_ROW_KERNEL(center_scale, (x, w), (y), {
+    T mean = n > 0 ? opf_sum(n, x) / (T)n : (T)0;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = (x[i] - mean) * (w != NULL ? w[i] : (T)1);
+    }
+})
+
+static opf_status fail_compute(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *attrs) {
+    (void)in, (void)out, (void)attrs;
+    return opf_error(OPF_E_UNSUPPORTED, "this kernel refuses %s", "everything");
+}
+
+static const opf_op_decl user_decls[] = {
+    {"sq_plus(x, *, c: float = 0.5) -> y", .doc = "x*x + c", .grad = "dx = sq_plus_grad(dy, x)", .eltwise = &sq_plus},
+    {"sq_plus_grad(dy, x) -> dx", .doc = "2 x dy", .eltwise = &sq_plus_grad},
+    {"sum_diff(a, b) -> (s, d)", .doc = "a + b and a - b", .eltwise = &sum_diff},
+    {"row_stats(x[..., M]) -> (sum[...], max[...])", .doc = "sum and max of rows", .row = &row_stats},
+    {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
+    {"fail(x) -> y", .doc = "always fails", .compute = fail_compute},
+    {0},
+};
+
+static const opf_op_table *user_table(void) {
+    static const opf_ops_decl decl = {OPF_TABLE_ABI_VERSION, "myops", user_decls};
+    static const opf_op_table *table;
+    if (table == NULL) {
+        table = opf_ops_resolve(&decl);
+    }
+    return table;
+}
+
+static const opf_op_def *user_op(const char *name) { return opf_op_find(user_table(), name); }
+
+/* --- references -------------------------------------------------------------------------------------------------- */
+
+static double get(const tview *v, size_t i) {
+    return v->t.dtype == OPF_F32 ? (double)*(const float *)tv_at(v, i) : *(const double *)tv_at(v, i);
+}
+
+/* --- tests ------------------------------------------------------------------------------------------------------- */
+
+TEST(test_resolve) {
+    const opf_op_table *t = user_table();
+    if (!CHECK(t != NULL, "resolve failed: %s", opf_last_error())) {
+        return;
+    }
+    CHECK(opf_op_table_validate(t) == OPF_OK, "%s", opf_last_error());
+    const opf_op_def *sq = user_op("sq_plus"), *rs = user_op("row_stats"), *cs = user_op("center_scale");
+    CHECK(sq != NULL && sq->num_inputs == 1 && sq->num_outputs == 1 && sq->num_attrs == 1 &&
+              (sq->flags & OPF_OP_ELEMENTWISE) && sq->attrs[0].default_value.f == 0.5 && sq->num_grads == 1,
+          "sq_plus row");
+    CHECK(sq != NULL && strcmp(sq->qualname, "myops.sq_plus") == 0, "qualname");
+    CHECK(rs != NULL && rs->num_outputs == 2 && rs->output_shapes[0].kind == OPF_SHAPE_BATCH &&
+              rs->output_shapes[0].drop == 1 && rs->output_shapes[0].rank == 0,
+          "row_stats output rule");
+    CHECK(cs != NULL && (cs->inputs[1].flags & OPF_ARG_OPTIONAL) && !(cs->inputs[1].flags & OPF_ARG_BATCHED) &&
+              (cs->inputs[0].flags & OPF_ARG_BATCHED) && cs->inputs[0].core_dims == 1 &&
+              cs->output_shapes[0].kind == OPF_SHAPE_LIKE,
+          "center_scale row");
+}
+
+/* sq_plus on every layout, dtype and a few shapes, out of place and in place. */
+TEST(test_eltwise_layouts) {
+    const opf_op_def *op = user_op("sq_plus");
+    if (!CHECK(op != NULL, "no sq_plus")) {
+        return;
+    }
+    static const int64_t shapes[][3] = {{0, 0, 0}, {1, 1, 1}, {3, 5, 1}, {7, 130, 1}, {4, 0, 1}, {2, 3, 66}};
+    static const int32_t ranks[] = {0, 1, 2, 2, 2, 3};
+    rng r = rng_seed(11);
+    for (int dt = 0; dt < 2; dt++) {
+        opf_dtype dtype = dt ? OPF_F64 : OPF_F32;
+        for (size_t s = 0; s < sizeof ranks / sizeof ranks[0]; s++) {
+            for (int lx = 0; lx < TV_LAYOUT_COUNT; lx++) {
+                for (int ly = 0; ly < TV_LAYOUT_COUNT - 1; ly++) { /* outputs cannot broadcast */
+                    tview x, y;
+                    tv_make(&x, dtype, ranks[s], shapes[s], (tv_layout)lx, 1);
+                    tv_make(&y, dtype, ranks[s], shapes[s], (tv_layout)ly, 2);
+                    tv_fill(&x, &r, 0, NULL);
+                    opf_attr_value attrs[1] = {{.f = -0.25}};
+                    opf_status st = opf_op_run(op, (const opf_tensor *[]){&x.t}, (const opf_tensor *[]){&y.t}, attrs);
+                    char ctx[128];
+                    snprintf(ctx, sizeof ctx, "%s rank %d shape %zu x %s y %s", opf_dtype_name(dtype), ranks[s], s,
+                             tv_layout_name((tv_layout)lx), tv_layout_name((tv_layout)ly));
+                    if (CHECK(st == OPF_OK, "%s: %s", ctx, opf_last_error())) {
+                        for (size_t i = 0; i < y.numel; i++) {
+                            double xv = get(&x, i), want = xv * xv - 0.25, got = get(&y, i);
+                            if (!CHECK(fabs(got - want) <= 1e-6 * (1 + fabs(want)), "%s: [%zu] %g, want %g", ctx, i,
+                                       got, want)) {
+                                break;
+                            }
+                        }
+                        CHECK_TV_GUARDS(&y, "%s", ctx);
+                    }
+                    tv_free(&x);
+                    tv_free(&y);
+                }
+            }
+            /* In place: y is x (not for broadcast views, whose elements overlap). */
+            for (int lx = 0; lx < TV_BROADCAST; lx++) {
+                tview x;
+                tv_make(&x, dtype, ranks[s], shapes[s], (tv_layout)lx, 0);
+                double before[400];
+                tv_fill(&x, &r, 0, NULL);
+                for (size_t i = 0; i < x.numel && i < 400; i++) {
+                    before[i] = get(&x, i);
+                }
+                opf_status st = opf_op_run(op, (const opf_tensor *[]){&x.t}, (const opf_tensor *[]){&x.t}, NULL);
+                CHECK(st == OPF_OK, "in place %s: %s", tv_layout_name((tv_layout)lx), opf_last_error());
+                for (size_t i = 0; st == OPF_OK && i < x.numel && i < 400; i++) {
+                    double want = before[i] * before[i] + 0.5;
+                    if (!CHECK(fabs(get(&x, i) - want) <= 1e-6 * (1 + want), "in place %s [%zu]",
+                               tv_layout_name((tv_layout)lx), i)) {
+                        break;
+                    }
+                }
+                tv_free(&x);
+            }
+        }
+    }
+}
+
+/* Two outputs, and large enough (> 4 MiB of output) for the streamed path. */
+TEST(test_eltwise_two_outputs) {
+    const opf_op_def *op = user_op("sum_diff");
+    const int64_t n = harness_slow() ? 5000 : (int64_t)1 << 21;
+    float *a = xcalloc((size_t)n, 4), *b = xcalloc((size_t)n, 4), *s = xcalloc((size_t)n, 4),
+          *d = xcalloc((size_t)n, 4);
+    rng r = rng_seed(3);
+    fill_uniform_f32(&r, a, (size_t)n, -4, 4);
+    fill_uniform_f32(&r, b, (size_t)n, -4, 4);
+    opf_tensor ta = opf_tensor_make(a, OPF_F32, 1, &n), tb = opf_tensor_make(b, OPF_F32, 1, &n);
+    opf_tensor ts = opf_tensor_make(s, OPF_F32, 1, &n), td = opf_tensor_make(d, OPF_F32, 1, &n);
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&ta, &tb}, (const opf_tensor *[]){&ts, &td}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    for (int64_t i = 0; i < n; i++) {
+        if (!CHECK(s[i] == a[i] + b[i] && d[i] == a[i] - b[i], "[%lld]", (long long)i)) {
+            break;
+        }
+    }
+    /* In place on both inputs: s onto a, d onto b. */
+    float a0 = a[n - 1], b0 = b[n - 1];
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&ta, &tb}, (const opf_tensor *[]){&ta, &tb}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    CHECK(a[n - 1] == a0 + b0 && b[n - 1] == a0 - b0, "in place: %g %g", (double)a[n - 1], (double)b[n - 1]);
+    free(a), free(b), free(s), free(d);
+}
+
+/* Row sums and maxima of every layout of a [4, 7, 33] tensor, against loops. */
+TEST(test_rows_layouts) {
+    const opf_op_def *op = user_op("row_stats");
+    static const int64_t shape[3] = {4, 7, 33};
+    rng r = rng_seed(5);
+    for (int dt = 0; dt < 2; dt++) {
+        for (int lx = 0; lx < TV_LAYOUT_COUNT; lx++) {
+            for (int ly = 0; ly < TV_BROADCAST; ly++) {
+                tview x, sum, max;
+                tv_make(&x, dt ? OPF_F64 : OPF_F32, 3, shape, (tv_layout)lx, 0);
+                tv_make(&sum, x.t.dtype, 2, shape, (tv_layout)ly, 1);
+                tv_make(&max, x.t.dtype, 2, shape, (tv_layout)ly, 3);
+                tv_fill(&x, &r, 0, NULL);
+                opf_status st =
+                    opf_op_run(op, (const opf_tensor *[]){&x.t}, (const opf_tensor *[]){&sum.t, &max.t}, NULL);
+                if (CHECK(st == OPF_OK, "%s: %s", tv_layout_name((tv_layout)lx), opf_last_error())) {
+                    for (size_t row = 0; row < 28; row++) {
+                        double s = 0, m = -INFINITY;
+                        for (size_t i = 0; i < 33; i++) {
+                            double v = get(&x, row * 33 + i);
+                            s += v;
+                            m = v > m ? v : m;
+                        }
+                        CHECK(fabs(get(&sum, row) - s) <= 1e-5 * (1 + fabs(s)) && get(&max, row) == m,
+                              "%s x %s y, row %zu: sum %g want %g, max %g want %g", tv_layout_name((tv_layout)lx),
+                              tv_layout_name((tv_layout)ly), row, get(&sum, row), s, get(&max, row), m);
+                    }
+                    CHECK_TV_GUARDS(&sum, "sum");
+                    CHECK_TV_GUARDS(&max, "max");
+                }
+                tv_free(&x), tv_free(&sum), tv_free(&max);
+            }
+        }
+    }
+}
+
+/* Edge shapes: a 1-d input is one row (0-d outputs), empty rows, no rows. */
+TEST(test_rows_edges) {
+    const opf_op_def *op = user_op("row_stats");
+    double x[5] = {1, -2, 8, 3, 0.5}, s = 0, m = 0;
+    int64_t n = 5, zero = 0, empty_batch[2] = {0, 4}, empty_rows[2] = {3, 0};
+    opf_tensor tx = opf_tensor_make(x, OPF_F64, 1, &n), ts = opf_tensor_make(&s, OPF_F64, 0, NULL),
+               tm = opf_tensor_make(&m, OPF_F64, 0, NULL);
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ts, &tm}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    CHECK(s == 10.5 && m == 8, "1-d: sum %g max %g", s, m);
+    double out[3] = {7, 7, 7}, out2[3] = {7, 7, 7};
+    opf_tensor te = opf_tensor_make(x, OPF_F64, 2, empty_rows), to = opf_tensor_make(out, OPF_F64, 1, empty_rows),
+               to2 = opf_tensor_make(out2, OPF_F64, 1, empty_rows);
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&te}, (const opf_tensor *[]){&to, &to2}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    CHECK(out[0] == 0 && out[2] == 0 && isinf(out2[1]) && out2[1] < 0, "empty rows: sum %g max %g", out[0], out2[1]);
+    opf_tensor tb = opf_tensor_make(x, OPF_F64, 2, empty_batch), tz = opf_tensor_make(out, OPF_F64, 1, &zero),
+               tz2 = opf_tensor_make(out2, OPF_F64, 1, &zero);
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&tb}, (const opf_tensor *[]){&tz, &tz2}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    /* A 0-d input has no row dim. */
+    opf_tensor t0 = opf_tensor_make(x, OPF_F64, 0, NULL);
+    opf_status st = opf_op_run(op, (const opf_tensor *[]){&t0}, (const opf_tensor *[]){&ts, &tm}, NULL);
+    CHECK(st == OPF_E_SHAPE, "0-d input: %s", opf_status_name(st));
+    CHECK_CONTAINS(opf_last_error(), "myops.row_stats: x must have rank 1 or more, got rank 0");
+}
+
+/* An unbatched, optional, strided input (copied once) and a strided output
+ * row (scattered), checked against a loop; results equal at 1 and 2 threads. */
+TEST(test_rows_unbatched_input) {
+    const opf_op_def *op = user_op("center_scale");
+    enum { R = 300, M = 129 };
+    int64_t shape[2] = {R, M}, wshape[1] = {M}, wstride[1] = {-2};
+    rng r = rng_seed(9);
+    const int threads = opf_get_num_threads();
+    float *x = xcalloc(R * M, 4), *w = xcalloc(2 * M, 4), *y = xcalloc(R * M, 4), *y1 = xcalloc(R * M, 4);
+    fill_uniform_f32(&r, x, R * M, -3, 3);
+    fill_uniform_f32(&r, w, 2 * M, -3, 3);
+    opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, shape), tw = opf_tensor_make(w, OPF_F32, 1, wshape);
+    tw.strides = wstride;
+    tw.byte_offset = (uint64_t)(2 * M - 2) * 4; /* w reversed, every other element */
+    int64_t ystrides[2] = {1, R};               /* y transposed in memory */
+    opf_tensor ty = opf_tensor_make(y, OPF_F32, 2, shape);
+    ty.strides = ystrides;
+    opf_set_num_threads(2);
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&tx, &tw}, (const opf_tensor *[]){&ty}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    for (int i = 0; i < R; i++) {
+        double mean = 0;
+        for (int j = 0; j < M; j++) {
+            mean += x[i * M + j];
+        }
+        mean /= M;
+        for (int j = 0; j < M; j++) {
+            double want = (x[i * M + j] - mean) * w[2 * M - 2 - 2 * j], got = y[j * R + i];
+            if (!CHECK(fabs(got - want) <= 1e-4 * (1 + fabs(want)), "[%d,%d] %g want %g", i, j, got, want)) {
+                i = R;
+                break;
+            }
+        }
+    }
+    opf_set_num_threads(1);
+    opf_tensor ty1 = ty;
+    ty1.data = y1;
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&tx, &tw}, (const opf_tensor *[]){&ty1}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    CHECK_SAME_BITS(y1, y, R * M, 4, "1 thread vs 2");
+    /* w absent. */
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&tx, NULL}, (const opf_tensor *[]){&ty1}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    /* w of the wrong length. */
+    int64_t bad[1] = {M - 1};
+    opf_tensor twb = opf_tensor_make(w, OPF_F32, 1, bad);
+    opf_status st = opf_op_run(op, (const opf_tensor *[]){&tx, &twb}, (const opf_tensor *[]){&ty}, NULL);
+    CHECK(st == OPF_E_SHAPE, "w of the wrong length: %s", opf_status_name(st));
+    CHECK_CONTAINS(opf_last_error(), "myops.center_scale: shape mismatch: x is [300,129], w is [128]");
+    opf_set_num_threads(threads);
+    free(x), free(w), free(y), free(y1);
+}
+
+TEST(test_kernel_errors) {
+    const opf_op_def *op = user_op("fail");
+    float x = 1, y = 0;
+    opf_tensor tx = opf_tensor_make(&x, OPF_F32, 0, NULL), ty = opf_tensor_make(&y, OPF_F32, 0, NULL);
+    opf_status st = opf_op_run(op, (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty}, NULL);
+    CHECK(st == OPF_E_UNSUPPORTED, "%s", opf_status_name(st));
+    CHECK(strcmp(opf_last_error(), "myops.fail: this kernel refuses everything") == 0, "%s", opf_last_error());
+    CHECK(strcmp(opf_last_error_detail(), "this kernel refuses everything") == 0, "%s", opf_last_error_detail());
+}
+
+/* Each mistake in a declaration is refused, naming the table, the row and what is wrong. */
+TEST(test_declaration_mistakes) {
+    static const struct {
+        opf_op_decl decl;
+        const char *expect;
+    } cases[] = {
+        {{"sq(x -> y", .eltwise = &sq_plus}, "expected ')'"},
+        {{"sq(x) y", .eltwise = &sq_plus}, "expected '->'"},
+        {{"sq(x, y) -> z", .eltwise = &sq_plus}, "its kernel reads 1 and writes 1 tensors"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .row = &row_stats}, "exactly one of eltwise, row and compute"},
+        {{"sq(x) -> y", .doc = "no kernel"}, "exactly one of eltwise, row and compute (it has 0)"},
+        {{"Sq(x) -> y", .eltwise = &sq_plus}, "must be lower_snake_case"},
+        {{"sq(X) -> y", .eltwise = &sq_plus}, "name 'X' must be lower_snake_case"},
+        {{"sq(x[N]) -> y", .eltwise = &sq_plus}, "of an elementwise op takes no dims"},
+        {{"sq(x?) -> y", .eltwise = &sq_plus}, "not optional"},
+        {{"sq(x, *, c: complex) -> y", .eltwise = &sq_plus}, "needs a type"},
+        {{"sq(x, *, c: {a, b} = z) -> y", .eltwise = &sq_plus}, "default 'z' of 'c' is not one of its choices"},
+        {{"sq(x, *, c: float = abc) -> y", .eltwise = &sq_plus}, "expected a number default for 'c'"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .grad = "dx = nothing(dy)"}, "gradient op 'nothing' is not in table"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .grad = "dx = sum_diff(dy)"}, "'sum_diff' takes 2 inputs"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .grad = "dz = dy"}, "expected d<input> or '_' before '='"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .grad = "dx = q"}, "'q' is not an input, an output, d<output> or '_'"},
+        {{"rs(x[..., M]) -> y[K]", .row = &center_scale}, "kernel reads 2 and writes 1"},
+        {{"rs(x[..., M], w[M]) -> y[K]", .row = &center_scale}, "output 'y' of a row-wise op needs '...'"},
+        {{"rs(x[M, ...], w[M]) -> y[...]", .row = &center_scale}, "'...' may only come first"},
+        {{"rs(x[N], w[N]) -> y[..., N]", .compute = fail_compute}, "output 'y' has '...' but no input has"},
+        {{"mm(a[N,K], b[K,M]) -> c[N,P]", .compute = fail_compute}, "dim 'P' is not a dim of any input"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .arg_docs = "z: nothing"}, "arg_docs names 'z'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const opf_op_decl decls[3] = {cases[i].decl, {"sum_diff(a, b) -> (s, d)", .eltwise = &sum_diff}, {0}};
+        const opf_ops_decl decl = {OPF_TABLE_ABI_VERSION, "badops", decls};
+        const opf_op_table *t = opf_ops_resolve(&decl);
+        if (!CHECK(t == NULL, "case %zu (%s) was accepted", i, cases[i].decl.signature)) {
+            opf_ops_release(t);
+            continue;
+        }
+        CHECK_CONTAINS(opf_last_error(), cases[i].expect);
+        CHECK_CONTAINS(opf_last_error(), "table 'badops', op 0");
+    }
+    /* The table itself. */
+    const opf_op_decl one[2] = {{"sq(x) -> y", .eltwise = &sq_plus}, {0}};
+    const opf_ops_decl dashed = {OPF_TABLE_ABI_VERSION, "my-ops", one};
+    CHECK(opf_ops_resolve(&dashed) == NULL, "table name my-ops accepted");
+    CHECK_CONTAINS(opf_last_error(), "table name 'my-ops' must be lower_snake_case");
+    const opf_ops_decl old = {1, "myops", one};
+    CHECK(opf_ops_resolve(&old) == NULL, "ABI 1 accepted");
+    CHECK_CONTAINS(opf_last_error(), "rebuild it");
+    const opf_op_decl twice[3] = {{"sq(x) -> y", .eltwise = &sq_plus}, {"sq(x) -> y", .eltwise = &sq_plus}, {0}};
+    const opf_ops_decl dup = {OPF_TABLE_ABI_VERSION, "myops", twice};
+    CHECK(opf_ops_resolve(&dup) == NULL, "duplicate op accepted");
+    CHECK_CONTAINS(opf_last_error(), "appears twice");
+    CHECK(opf_ops_resolve(NULL) == NULL, "NULL accepted");
+}
+
+int main(void) {
+    RUN_TEST(test_resolve);
+    RUN_TEST(test_eltwise_layouts);
+    RUN_TEST(test_eltwise_two_outputs);
+    RUN_TEST(test_rows_layouts);
+    RUN_TEST(test_rows_edges);
+    RUN_TEST(test_rows_unbatched_input);
+    RUN_TEST(test_kernel_errors);
+    RUN_TEST(test_declaration_mistakes);
+    opf_ops_release(user_table());
+    return harness_summary();
+}
