@@ -4,7 +4,8 @@
 #   make demo       set up everything (venv, package) and run the NumPy MLP demo
 #   make test       set up everything and run every test: C tests at every ISA
 #                   level, ASan+UBSan, valgrind, aarch64 NEON under qemu
-#                   (test-neon), pkg-config consumer, Python
+#                   (test-neon), pkg-config consumer, Python, and a plain
+#                   `pip install .` into a fresh venv (test-install)
 #   make install PREFIX=/usr/local
 #   make bench      `opforge bench`: opforge vs installed built-ins vs machine limits
 #   make format     clang-format the C sources
@@ -82,11 +83,12 @@ TEST_BIN := $(addprefix $(BUILD)/tests/,$(C_TESTS))
 ASAN_TEST_BIN := $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-.PHONY: deps deps-test all lib demo test test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python venv \
+.PHONY: deps deps-test all lib demo test test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python \
+        test-install bench-build venv \
         install uninstall format format-check clean
 
 all: lib
-lib: $(LIB_SO) $(LIB_A) $(PC)
+lib: $(LIB_SO) $(LIB_A) $(PC) $(PACKAGE_PC)
 
 # --- library ------------------------------------------------------------------
 
@@ -111,6 +113,16 @@ $(PC): opforge.pc.in Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
 	  -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS) $(filter-out -Wl$(comma)--no-undefined,$(CUDA_LDLIBS)))|' $< > $@
+
+# The pkg-config file of the Python package (opforge/lib/pkgconfig/opforge.pc,
+# see setup.py): its prefix is the package directory, found from the file's
+# own location, and it links with an rpath to the package's lib/ (the
+# package ships the shared library only).
+PACKAGE_PC := $(BUILD)/package/opforge.pc
+$(PACKAGE_PC): opforge.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$${pcfiledir}/../..|' -e 's|@VERSION@|$(VERSION)|' -e '/^Libs.private:/d' \
+	  -e 's|^Libs: .*|& -Wl,-rpath,$${libdir}|' $< > $@
 
 # --- C tests --------------------------------------------------------------------
 
@@ -189,7 +201,7 @@ $(VENV)/.deps: requirements-dev.txt
 
 # The package is installed as a user would (`pip install .`), not in place.
 $(VENV)/.installed: $(VENV)/.deps $(OBJ) pyproject.toml setup.py $(wildcard python/opforge/* python/opforge/*/*) \
-                     $(wildcard adapters/*)
+                     $(wildcard adapters/* cmake/* python/opforge/templates/*/*)
 	$(VPY) -m pip install --quiet --no-build-isolation .
 	touch $@
 
@@ -197,6 +209,12 @@ venv: $(VENV)/.installed
 
 test-python: venv
 	cd tests/python && ../../$(VPY) -m pytest -q
+
+# A user's install, from scratch: a fresh venv, plain `pip install .` (build
+# isolation, so no adapter is bundled), then torch; `import opforge.torch`
+# must build the adapter at first import. Minutes, several GiB (removed after).
+test-install: venv
+	cd tests/install && OPFORGE_INSTALL_TESTS=1 ../../$(VPY) -m pytest -q -s
 
 # --- framework adapters (adapters/*.mk) ----------------------------------------------
 
@@ -240,11 +258,15 @@ deps-test:
 bench: deps venv
 	$(VENV)/bin/opforge bench --json $(BUILD)/opforge-bench.json --png $(BUILD)/opforge-bench.png
 
+# opforge.torch.load_ops("myops.c") from a fresh process: compiling, and from the cache.
+bench-build: venv
+	$(VPY) bench/bench_build.py
+
 demo: deps venv
 	@set -e; for d in $(DEMOS); do echo "== $$d"; $(VPY) $$d; done
 
 test: deps-test lib format-check test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-cuda test-python \
-      $(ADAPTER_TESTS)
+      $(ADAPTER_TESTS) test-install
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -266,4 +288,4 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf $(BUILD) $(VENV) python/opforge/lib python/opforge/include python/opforge/*.so *.egg-info python/*.egg-info
+	rm -rf $(BUILD) $(VENV) python/opforge/lib python/opforge/include python/opforge/adapters python/opforge/*.so *.egg-info python/*.egg-info

@@ -9,7 +9,12 @@ Static metadata lives in pyproject.toml. This file adds what needs code:
   for ``-lopforge``) and ``include/opforge.h`` into
   ``opforge/include/``, and the framework adapters ``make adapters`` built
   (``libopforge_<framework>.so``, one per framework this Python can import)
-  into ``opforge/lib/``; then lets CFFI compile ``opforge._capi`` against it
+  into ``opforge/lib/``, with ``lib/adapters.json`` naming the framework
+  version each was built for (opforge uses a bundled adapter only for that
+  version, and otherwise compiles one at first import from the adapter
+  sources (and their local headers) it ships in ``opforge/adapters/``); the pkg-config file
+  (``lib/pkgconfig/opforge.pc``) and the CMake package configuration
+  (``lib/cmake/opforge/``) of the package; then lets CFFI compile ``opforge._capi`` against it
   (``cffi_modules``; rpath ``$ORIGIN/lib``), and ``opforge._probe``, the
   native loops of ``opforge bench`` (python/opforge/bench/probe.c; it does not
   link libopforge).
@@ -19,6 +24,7 @@ Development build without installing:  python setup.py build_ext --inplace
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -33,6 +39,9 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 HEADER = ROOT / "include" / "opforge.h"
 NATIVE_LIB = ROOT / "build" / "libopforge.so"
+ADAPTER_BUILD_DIR = ROOT / "build" / "adapters"
+PACKAGE_PC = ROOT / "build" / "package" / "opforge.pc"
+CMAKE_DIR = ROOT / "cmake"
 
 
 def header_version() -> str:
@@ -73,15 +82,56 @@ def make_native_lib() -> Path:
     return NATIVE_LIB.resolve()
 
 
-def make_adapters() -> list[Path]:
-    """Runs ``make adapters`` with this Python; returns the adapter libraries built.
+def framework_versions() -> dict[str, str]:
+    """Adapter name -> version of its framework, for each framework this
+    Python can import (``opforge._build.framework_version``, run in a child
+    process: it imports the frameworks)."""
+    code = (
+        "import importlib.util as u, json, sys\n"
+        "spec = u.spec_from_file_location('opforge_build', sys.argv[1])\n"
+        "build = sys.modules['opforge_build'] = u.module_from_spec(spec); spec.loader.exec_module(build)\n"
+        "found = {}\n"
+        "for adapter, module in build.ADAPTER_MODULES.items():\n"
+        "    if u.find_spec(module) is None: continue\n"
+        "    try: found[adapter] = build.framework_version(adapter)\n"
+        "    except Exception as exc: print(f'opforge: {adapter}: {exc}', file=sys.stderr)\n"
+        "print(json.dumps(found))\n"
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code, str(ROOT / "python" / "opforge" / "_build.py")],
+                            check=True, capture_output=True, text=True, env=env)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def make_adapters() -> dict[str, tuple[Path, str]]:
+    """Runs ``make adapters`` with this Python; returns, per adapter built, its
+    library and the version of the framework it was built against.
 
     An adapter is built for each framework this Python can import (see
     adapters/README.md); none is an error only if the framework is absent.
+    An adapter left in build/adapters/ by a build against another version of
+    its framework is removed first (make would not know it is out of date),
+    and one of a framework this Python cannot import is not bundled.
     """
+    versions = framework_versions()
+    record = ADAPTER_BUILD_DIR / "versions.json"
+    try:
+        built_for = json.loads(record.read_text())
+    except (OSError, ValueError):
+        built_for = {}
+    for name, version in versions.items():
+        if built_for.get(name) != version:
+            (ADAPTER_BUILD_DIR / f"libopforge_{name}.so").unlink(missing_ok=True)
     make = os.environ.get("MAKE", "make")
     subprocess.run([make, "-C", str(ROOT), "adapters", f"PYTHON={sys.executable}"], check=True)
-    return sorted((ROOT / "build" / "adapters").glob("libopforge_*.so"))
+    ADAPTER_BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({**built_for, **versions}, indent=1, sort_keys=True) + "\n")
+    built = {}
+    for name, version in versions.items():
+        library = ADAPTER_BUILD_DIR / f"libopforge_{name}.so"
+        if library.exists():
+            built[name] = (library, version)
+    return built
 
 
 def install_native_files(library: Path, package_dir: Path) -> None:
@@ -99,12 +149,27 @@ def install_native_files(library: Path, package_dir: Path) -> None:
     shutil.copy2(library, lib_dir / soname)
     if soname != "libopforge.so":
         (lib_dir / "libopforge.so").write_text(f"/* GNU ld script: link the bundled library */\nINPUT({soname})\n")
-    for adapter in make_adapters():
-        shutil.copy2(adapter, lib_dir / adapter.name)
+    adapters = make_adapters()
+    for library, _ in adapters.values():
+        shutil.copy2(library, lib_dir / library.name)
+    versions = {name: version for name, (_, version) in adapters.items()}
+    (lib_dir / "adapters.json").write_text(json.dumps(versions, indent=1, sort_keys=True) + "\n")
     include_dir = package_dir / "include"
     include_dir.mkdir(parents=True, exist_ok=True)
     for header in sorted(HEADER.parent.glob("opforge*.h")):  # opforge.h and the headers it includes
         shutil.copy2(header, include_dir / header.name)
+    sources_dir = package_dir / "adapters"  # for adapters built at first import
+    shutil.rmtree(sources_dir, ignore_errors=True)
+    sources_dir.mkdir(parents=True)
+    for source in sorted((ROOT / "adapters").glob("*.[ch]")):
+        shutil.copy2(source, sources_dir / source.name)
+    (lib_dir / "pkgconfig").mkdir()
+    shutil.copy2(PACKAGE_PC, lib_dir / "pkgconfig" / "opforge.pc")
+    cmake_dir = lib_dir / "cmake" / "opforge"
+    cmake_dir.mkdir(parents=True)
+    shutil.copy2(CMAKE_DIR / "opforgeConfig.cmake", cmake_dir / "opforgeConfig.cmake")
+    version_file = (CMAKE_DIR / "opforgeConfigVersion.cmake.in").read_text().replace("@VERSION@", header_version())
+    (cmake_dir / "opforgeConfigVersion.cmake").write_text(version_file)
 
 
 class BuildExtWithNativeLib(build_ext):

@@ -67,6 +67,7 @@ extern AOTITorchError aoti_torch_library_init_def(const char *ns, const char *fi
 extern AOTITorchError aoti_torch_library_init_impl(const char *ns, const char *key, const char *file, uint32_t line,
                                                    TorchLibraryHandle *ret);
 extern AOTITorchError aoti_torch_library_def(TorchLibraryHandle lib, const char *schema);
+extern AOTITorchError aoti_torch_delete_library_object(TorchLibraryHandle lib);
 extern AOTITorchError torch_library_impl(TorchLibraryHandle lib, const char *name, boxed_kernel fn,
                                          uint64_t extension_build_version);
 extern AOTITorchError aoti_torch_get_data_ptr(AtenTensorHandle t, void **ret);
@@ -117,6 +118,7 @@ extern int32_t aoti_torch_dtype_complex128(void);
 __attribute__((visibility("default"))) int opforge_torch_register(const opf_op_table *table);
 __attribute__((visibility("default"))) const char *opforge_torch_last_error(void);
 __attribute__((visibility("default"))) int opforge_torch_capacity(void);
+__attribute__((visibility("default"))) int opforge_torch_unregister(const opf_op_table *table);
 
 /* ------------------------------------------------------------------------ */
 /* Slots: which row each trampoline runs                                     */
@@ -132,7 +134,16 @@ typedef struct slot {
 } slot;
 
 static slot slots[MAX_SLOTS];
-static int num_slots;
+static int num_slots; /* slots in use (op != NULL); freed ones are reused */
+
+/* The torch libraries a registered table holds: deleting them unregisters
+ * its schemas and kernels (opforge_torch_unregister, for a reload). */
+typedef struct registration {
+    const opf_op_table *table;
+    TorchLibraryHandle def, impl, impl_cuda;
+} registration;
+
+static registration registrations[MAX_SLOTS];
 
 /* dtype and device codes, looked up once (they are functions in the ABI) */
 static int32_t dtype_f32, dtype_f64, device_cpu, device_cuda;
@@ -601,10 +612,12 @@ static void init_abi(void) {
 }
 
 /* Registers every row of `table` as torch.ops.<table name>.<row name>, with a
- * CPU kernel. Returns 0, or -1 with opforge_torch_last_error() set. The
- * library handles are kept for the life of the process (deleting one would
- * unregister its ops). Call it once per table; it is thread-safe. */
+ * CPU kernel. Returns 0, or -1 with opforge_torch_last_error() set (and
+ * nothing of the table registered). The library handles are kept until
+ * opforge_torch_unregister(table) (deleting one unregisters its ops). Call it
+ * once per table; it is thread-safe. */
 static int register_locked(const opf_op_table *table);
+static void release_registration(registration *reg);
 
 int opforge_torch_register(const opf_op_table *table) {
     static pthread_once_t abi_once = PTHREAD_ONCE_INIT;
@@ -613,6 +626,44 @@ int opforge_torch_register(const opf_op_table *table) {
     int rc = register_locked(table);
     pthread_mutex_unlock(&register_lock);
     return rc;
+}
+
+/* Unregisters what opforge_torch_register(table) registered (schemas and
+ * kernels) and frees its slots, so that a table of the same name can be
+ * registered. The caller makes sure no call of these ops is running.
+ * Returns 0, or -1 if the table is not registered. */
+int opforge_torch_unregister(const opf_op_table *table) {
+    pthread_mutex_lock(&register_lock);
+    int rc = -1;
+    for (int i = 0; i < MAX_SLOTS; ++i) {
+        if (table && registrations[i].table == table) {
+            release_registration(&registrations[i]);
+            rc = 0;
+            break;
+        }
+    }
+    if (rc)
+        snprintf(register_error, sizeof register_error, "table %s is not registered", table ? table->name : "NULL");
+    pthread_mutex_unlock(&register_lock);
+    return rc;
+}
+
+static void release_registration(registration *reg) {
+    TorchLibraryHandle handles[] = {reg->impl_cuda, reg->impl, reg->def};
+    for (size_t i = 0; i < sizeof handles / sizeof handles[0]; ++i) {
+        if (handles[i])
+            aoti_torch_delete_library_object(handles[i]);
+    }
+    for (int64_t r = 0; reg->table && r < reg->table->num_ops; ++r) {
+        for (int k = 0; k < MAX_SLOTS; ++k) {
+            if (slots[k].op == reg->table->ops[r]) {
+                slots[k].op = NULL;
+                --num_slots;
+                break;
+            }
+        }
+    }
+    memset(reg, 0, sizeof *reg);
 }
 
 static int register_locked(const opf_op_table *table) {
@@ -626,47 +677,62 @@ static int register_locked(const opf_op_table *table) {
                  (long long)table->num_ops, MAX_SLOTS - num_slots);
         return -1;
     }
+    registration *reg = NULL;
+    for (int i = 0; i < MAX_SLOTS && !reg; ++i)
+        reg = registrations[i].table ? NULL : &registrations[i];
+    if (!reg) { /* cannot happen: a registration holds at least one slot */
+        snprintf(register_error, sizeof register_error, "too many registered tables");
+        return -1;
+    }
+    reg->table = table;
     bool any_cuda = false;
     for (int64_t r = 0; r < table->num_ops; ++r)
         any_cuda = any_cuda || table->ops[r]->compute_cuda;
-    TorchLibraryHandle def = NULL, impl = NULL, impl_cuda = NULL;
-    if (aoti_torch_library_init_def(table->name, __FILE__, __LINE__, &def) ||
-        aoti_torch_library_init_impl(table->name, "CPU", __FILE__, __LINE__, &impl) ||
+    if (aoti_torch_library_init_def(table->name, __FILE__, __LINE__, &reg->def) ||
+        aoti_torch_library_init_impl(table->name, "CPU", __FILE__, __LINE__, &reg->impl) ||
         (any_cuda && get_current_cuda_stream &&
-         aoti_torch_library_init_impl(table->name, "CUDA", __FILE__, __LINE__, &impl_cuda))) {
+         aoti_torch_library_init_impl(table->name, "CUDA", __FILE__, __LINE__, &reg->impl_cuda))) {
         snprintf(register_error, sizeof register_error, "cannot create the torch library for namespace %s",
                  table->name);
+        release_registration(reg);
         return -1;
     }
+    int next = 0; /* slots are taken in order from the first free one */
     for (int64_t r = 0; r < table->num_ops; ++r) {
         const opf_op_def *op = table->ops[r];
         char schema[2048];
         if (!schema_of(op, schema, sizeof schema)) {
             snprintf(register_error, sizeof register_error, "%s::%s: cannot write its schema", table->name, op->name);
+            release_registration(reg);
             return -1;
         }
-        if (aoti_torch_library_def(def, schema)) {
+        if (aoti_torch_library_def(reg->def, schema)) {
             snprintf(register_error, sizeof register_error, "%s::%s: torch rejected the schema %.900s", table->name,
                      op->name, schema);
+            release_registration(reg);
             return -1;
         }
-        slot *s = &slots[num_slots];
+        while (slots[next].op)
+            ++next;
+        slot *s = &slots[next];
         s->op = op;
+        ++num_slots;
         s->has_mask = has_optional_outputs(op);
         s->stack_inputs = op->num_inputs + op->num_attrs + (s->has_mask ? 1 : 0);
         snprintf(s->label, sizeof s->label, "%s::%s", table->name, op->name);
-        if (torch_library_impl(impl, op->name, trampolines[num_slots], TORCH_ABI_2_10)) {
+        if (torch_library_impl(reg->impl, op->name, trampolines[next], TORCH_ABI_2_10)) {
             snprintf(register_error, sizeof register_error, "%s: cannot register its CPU kernel", s->label);
+            release_registration(reg);
             return -1;
         }
         /* The same trampoline serves the CUDA key: the kernel goes by the
          * inputs' device. */
-        if (impl_cuda && op->compute_cuda &&
-            torch_library_impl(impl_cuda, op->name, trampolines[num_slots], TORCH_ABI_2_10)) {
+        if (reg->impl_cuda && op->compute_cuda &&
+            torch_library_impl(reg->impl_cuda, op->name, trampolines[next], TORCH_ABI_2_10)) {
             snprintf(register_error, sizeof register_error, "%s: cannot register its CUDA kernel", s->label);
+            release_registration(reg);
             return -1;
         }
-        ++num_slots;
     }
     return 0;
 }

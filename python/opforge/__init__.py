@@ -4,7 +4,10 @@
 - ``opforge.get_include()`` / ``get_library()`` / ``get_library_dir()``: where
   the bundled ``opforge.h`` and ``libopforge`` are, to build C, Cython or
   framework extensions against the very library this package loads;
-- ``opforge.info()``, ``opforge.set_num_threads()``: the runtime.
+- ``opforge.info()``, ``opforge.set_num_threads()``: the runtime;
+- ``opforge.build(source)``: compiles a C op library (cached; see
+  ``opforge._build``); every adapter's ``load_ops`` takes a ``.c`` file or C
+  source text too. ``BuildError`` is what a failed compile raises.
 """
 
 from __future__ import annotations
@@ -13,10 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from . import _status
+from ._build import BuildError, BuildWarning, build
 from ._capi import ffi, lib
 
 __all__ = [
     "__version__",
+    "BuildError",
+    "BuildWarning",
+    "build",
     "get_include",
     "get_library",
     "get_library_dir",
@@ -57,18 +64,17 @@ def get_library() -> str:
 
 
 def get_adapter_library(framework: str) -> str:
-    """Path of the bundled adapter library for ``framework`` ("torch", "tensorflow", "xla").
+    """Path of the adapter library for ``framework`` ("torch", "tensorflow", "xla").
 
-    Raises ImportError when opforge was built without it: adapters are built
-    only for the frameworks importable when the package was built.
+    The bundled one when it was built against the installed version of the
+    framework; otherwise the adapter is compiled from its C source (bundled
+    in the package) on first use and cached (see ``opforge._build``). Imports
+    the framework. Raises ImportError when the adapter can be neither found
+    nor built.
     """
-    path = Path(get_library_dir()) / f"libopforge_{framework}.so"
-    if not path.exists():
-        raise ImportError(
-            f"opforge: this build has no {framework} adapter ({path} is missing); "
-            f"reinstall opforge (`pip install .`) with {framework} installed in the same environment"
-        )
-    return str(path)
+    from ._build import adapter_library
+
+    return adapter_library(framework)
 
 
 def info() -> dict[str, Any]:

@@ -1,11 +1,25 @@
-"""The ``opforge`` command: ``opforge info`` and ``opforge bench``
-(also ``python -m opforge ...``)."""
+"""The ``opforge`` command (also ``python -m opforge ...``):
+
+- ``opforge build myops.c [-o libmyops.so]``: compiles an op library (cached)
+  and lists its ops with their signatures;
+- ``opforge new NAME``: writes a small working project of one's own ops;
+- ``opforge config --cflags --libs ...``: paths and flags for C build systems
+  (the package also ships ``opforge.pc`` and a CMake package configuration);
+- ``opforge info`` and ``opforge bench``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import shutil
 import sys
-from typing import Optional, Sequence
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:
+    from ._table import OpDef, OpTable
 
 
 def info_main(args: argparse.Namespace) -> int:
@@ -24,11 +38,166 @@ def info_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def signature(op: OpDef) -> str:
+    """An op's call signature from its row: ``dense(x, w, b=None, *, activation: 'none'|'relu' = 'none') -> y``
+    (``x!``: written in place; ``y?``: an optional output)."""
+    params = [f"{a.name}!" if a.mutated else f"{a.name}=None" if a.optional else a.name for a in op.inputs]
+    if op.attrs:
+        params.append("*")
+    for attr in op.attrs:
+        kind = "|".join(repr(c) for c in attr.choices) if attr.kind == "enum" else attr.kind
+        params.append(f"{attr.name}: {kind} = {attr.default!r}")
+    outputs = [f"{o.name}?" if o.optional else o.name for o in op.outputs]
+    returns = outputs[0] if len(outputs) == 1 else f"({', '.join(outputs)})" if outputs else "None"
+    return f"{op.name}({', '.join(params)}) -> {returns}"
+
+
+def describe(table: OpTable) -> list[str]:
+    """Lines listing a table's ops: signature, then dtypes, flags, gradient and doc."""
+    lines = [f"table {table.name!r}: {len(table.ops)} op{'s' * (len(table.ops) != 1)}"]
+    for op in table.ops:
+        facts = [", ".join(op.dtypes)]
+        if op.elementwise:
+            facts.append("elementwise")
+        grad_ops = sorted({g.op or "identity" for g in op.grads})
+        facts.append(f"gradient: {', '.join(grad_ops)}" if grad_ops else "not differentiable")
+        lines += [f"  {signature(op)}", f"      {'; '.join(facts)}"]
+        if op.doc:
+            lines.append(f"      {op.doc}")
+    return lines
+
+
+def build_main(args: argparse.Namespace) -> int:
+    """Compiles an op library from C source (cached), copies it to -o if given,
+    and lists its ops."""
+    from ._build import BuildError, BuildWarning, build
+    from ._table import load_table
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", BuildWarning)
+        try:
+            built = build(args.source, name=args.name, cflags=shlex.split(args.cflags),
+                          ldflags=shlex.split(args.ldflags))  # fmt: skip
+        except (BuildError, FileNotFoundError) as exc:
+            print(exc, file=sys.stderr)
+            return 1
+    for warning in caught:
+        print(warning.message, file=sys.stderr)
+    path = built.path
+    if args.output:
+        path = Path(args.output)
+        shutil.copyfile(built.path, path)
+        path.chmod(0o755)
+    try:
+        table = load_table(path)
+    except (OSError, ValueError) as exc:
+        print(f"opforge build: {path} was built, but its op table is not usable: {exc}", file=sys.stderr)
+        return 1
+    print(f"{path} ({'compiled' if built.compiled else 'from the cache'})")
+    print("\n".join(describe(table)))
+    return 0
+
+
+def new_main(args: argparse.Namespace) -> int:
+    """Writes a new project: an op file, its tests and a README."""
+    from ._scaffold import new_project
+
+    try:
+        files = new_project(args.name, Path(args.directory) if args.directory else None)
+    except (ValueError, FileExistsError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for path in files:
+        print(f"wrote {path}")
+    print(f"next: cd {files[0].parent} && python -m pytest")
+    return 0
+
+
+def config_values() -> dict[str, str]:
+    """What ``opforge config`` can print, by option name."""
+    import opforge
+
+    from ._build import cache_dir
+
+    include, libdir = opforge.get_include(), opforge.get_library_dir()
+    return {
+        "cflags": f"-I{include}",
+        "libs": f"-L{libdir} -lopforge -Wl,-rpath,{libdir}",
+        "includedir": include,
+        "libdir": libdir,
+        "pkgconfigdir": str(Path(libdir) / "pkgconfig"),
+        "cmakedir": str(Path(libdir) / "cmake" / "opforge"),
+        "cachedir": str(cache_dir()),
+    }
+
+
+def config_main(args: argparse.Namespace) -> int:
+    """Prints the values asked for, space-separated on one line (as pkg-config does)."""
+    values = config_values()
+    wanted = [name for name in args.order if getattr(args, name)]
+    if not wanted:
+        print(f"opforge config: say what to print: {' '.join('--' + n for n in values)}", file=sys.stderr)
+        return 2
+    print(" ".join(values[name] for name in wanted))
+    return 0
+
+
+class _InOrder(argparse.Action):
+    """A flag that also records its position (config prints in the order asked)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: Optional[str] = None) -> None:  # fmt: skip
+        setattr(namespace, self.dest, True)
+        namespace.order.append(self.dest)
+
+
 def make_parser() -> argparse.ArgumentParser:
     from .bench import runner
 
     parser = argparse.ArgumentParser(prog="opforge", description="opforge: ML kernels written once in C.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{info,bench}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{build,new,config,info,bench}")
+    build = commands.add_parser(
+        "build",
+        help="compile an op library from C source and list its ops",
+        description="Compiles a C (or, with nvcc, .cu) file holding an op table (OPF_EXPORT_OP_TABLE) into a "
+        "shared library linked with libopforge, with warnings on; the result is cached (OPFORGE_CACHE_DIR) "
+        "and reused while the source, its local headers, the flags and the compiler are unchanged. Prints "
+        "the library's path and its ops' signatures.",
+    )
+    build.add_argument("source", help="the .c or .cu file")
+    build.add_argument("-o", "--output", help="copy the library here (default: leave it in the cache)")
+    build.add_argument("--name", help="name of the library (default: the source file's stem)")
+    build.add_argument("--cflags", default="", help="extra compiler flags, e.g. '-DNDEBUG -I include'")
+    build.add_argument("--ldflags", default="", help="extra linker flags, e.g. '-L lib -lfoo'")
+    build.set_defaults(main=build_main)
+    new = commands.add_parser(
+        "new",
+        help="write a small working project of your own ops",
+        description="Writes NAME/ with NAME.c (an op table with one elementwise op and its gradient), "
+        "test_NAME.py (checks the ops in every installed framework against NumPy) and a README.",
+    )
+    new.add_argument("name", help="name of the project and of its op table (lower_snake_case)")
+    new.add_argument("--directory", help="where to write it (default: ./NAME)")
+    new.set_defaults(main=new_main)
+    config = commands.add_parser(
+        "config",
+        help="paths and flags for C build systems",
+        description="Prints paths and flags to build against the libopforge this package loads. "
+        "pkg-config: PKG_CONFIG_PATH=$(opforge config --pkgconfigdir) pkg-config --cflags --libs opforge. "
+        "CMake: find_package(opforge) with -Dopforge_DIR=$(opforge config --cmakedir), then link "
+        "opforge::opforge.",
+    )
+    config.set_defaults(main=config_main, order=[])
+    for name, text in [
+        ("cflags", "compiler flags (-I...)"),
+        ("libs", "linker flags (-L... -lopforge and an rpath)"),
+        ("includedir", "directory of opforge.h"),
+        ("libdir", "directory of libopforge"),
+        ("pkgconfigdir", "directory of opforge.pc"),
+        ("cmakedir", "directory of opforgeConfig.cmake (for opforge_DIR)"),
+        ("cachedir", "where built libraries are cached"),
+    ]:
+        config.add_argument(f"--{name}", nargs=0, action=_InOrder, default=False, help=text)
     info = commands.add_parser("info", help="version, ISA levels, threads, CUDA devices",
                                description=info_main.__doc__)
     info.set_defaults(main=info_main)

@@ -8,8 +8,9 @@ the row's CUDA kernel on XLA's stream), and defines one function per row, named 
     relu(x)              scale(x, *, alpha=1.0)          add(a, b)
     dense(x, w, b=None, *, activation='none')            dense_grad(dy, x, w, y=None, *, activation='none')
 
-``load_ops(path)`` does the same for a user's library of ops
-(``OPF_EXPORT_OP_TABLE``). Nothing here names a particular op.
+``load_ops(source)`` does the same for a user's library of ops
+(``OPF_EXPORT_OP_TABLE``; a shared library, or a ``.c`` file or C source text
+that opforge compiles and caches). Nothing here names a particular op.
 
 The functions take and return ``jax.Array``\\ s and work eagerly and under
 ``jax.jit``, ``jax.grad``/``jax.vjp`` (a ``jax.custom_vjp`` built from the
@@ -54,9 +55,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import inspect
+import itertools
 import os
 import threading
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -69,7 +71,8 @@ except ImportError:  # where the public alias moved: its defining module
 from . import get_adapter_library
 from ._capi import ffi, lib
 from ._status import check as _check_status
-from ._table import AttrDef, GradDef, GradSource, OpDef, OpTable, builtin_table, docstring, load_table, run_grad_rules
+from ._build import Source, load_user_table
+from ._table import AttrDef, GradDef, GradSource, OpDef, OpTable, builtin_table, docstring, run_grad_rules
 
 __all__ = ["OpNamespace", "load_ops", "target_name", "ffi_api_version"]  # + one name per built-in op
 
@@ -112,17 +115,21 @@ def _cuda_wanted() -> bool:
     return os.environ.get("OPFORGE_JAX_NO_CUDA") != "1"
 
 
-def _register(table: OpTable, op: OpDef, label: str) -> str:
-    """Binds a row to C handlers and registers them with XLA (once per target)."""
-    name = target_name(table, op)
+def _register(table: OpTable, op: OpDef, label: str, build_id: str = "") -> str:
+    """Binds a row to C handlers and registers them with XLA; returns the target name.
+
+    A row registered before (the same library) keeps its target. XLA cannot
+    drop a target, so a different row under a name already taken (a changed
+    library reloaded) gets a target of its own, ``<table>.<op>.<build_id>``
+    (with a counter if that is taken too), and the new code runs from the
+    namespace loaded with it."""
+    base = target_name(table, op)
     address = int(ffi.cast("uintptr_t", op.cdata))
     with _lock:
+        reloaded = f"{base}.{build_id or 'reload'}"
+        names = itertools.chain((base, reloaded), (f"{reloaded}.{n}" for n in itertools.count(2)))
+        name = next(n for n in names if _targets.get(n, address) == address)
         if name in _targets:
-            if _targets[name] != address:
-                raise ValueError(
-                    f"opforge.jax: an op named {name!r} is already registered from another library; "
-                    "op tables need distinct names"
-                )
             return name
         platforms = [(_CPU, "cpu")]
         if _cuda_wanted():
@@ -173,11 +180,11 @@ def _attr_annotation(attr: AttrDef) -> str:
 class _Op:
     """Calls one row of a table on JAX arrays (see the module docstring)."""
 
-    def __init__(self, table: OpTable, op: OpDef, label: str, namespace: "OpNamespace") -> None:
+    def __init__(self, table: OpTable, op: OpDef, label: str, namespace: "OpNamespace", build_id: str = "") -> None:
         self.op = op
         self.label = label
         self.namespace = namespace
-        self.target = _register(table, op, label)
+        self.target = _register(table, op, label, build_id)
         self.num_mutated = sum(arg.mutated for arg in op.inputs)
         self.outputs_read = frozenset(
             source.index for rule in op.grads for source in rule.sources if source.kind == "output"
@@ -512,11 +519,11 @@ def _make_function(caller: _Op) -> Callable[..., Any]:
 class OpNamespace:
     """The ops of one table as JAX functions (attributes named after the rows)."""
 
-    def __init__(self, table: OpTable, prefix: str) -> None:
+    def __init__(self, table: OpTable, prefix: str, build_id: str = "") -> None:
         self.__opforge_table__ = table
         self._ops: dict[str, _Op] = {}
         for op in table.ops:
-            self._ops[op.name] = _Op(table, op, f"{prefix}{op.name}", self)
+            self._ops[op.name] = _Op(table, op, f"{prefix}{op.name}", self, build_id)
         for name, caller in self._ops.items():
             setattr(self, name, _make_function(caller))
 
@@ -524,15 +531,22 @@ class OpNamespace:
         return f"<opforge.jax ops of table {self.__opforge_table__.name!r}: {', '.join(self._ops)}>"
 
 
-def load_ops(path: Union[str, "os.PathLike[str]"]) -> OpNamespace:
+def load_ops(source: Source, **build_options: Any) -> OpNamespace:
     """Loads a user library exporting ``opforge_op_table`` and registers its ops with XLA.
+
+    ``source`` is a shared library, a ``.c`` (or ``.cu``) file, or C source
+    text; sources are compiled by opforge and cached (``build_options``:
+    ``name``, ``cflags``, ``ldflags``; see ``opforge.build``).
 
     Its ops become functions of the returned namespace, named after the rows,
     each error message starting with ``<table name>.<op name>``. The library
     stays loaded for the rest of the process (XLA keeps its handlers).
+    Loading a changed library again registers its rows under new XLA targets
+    (``<table>.<op>.<build id>``): the returned namespace runs the new code,
+    one loaded before keeps the old.
     """
-    table = load_table(path)
-    return OpNamespace(table, f"{table.name}.")
+    table, built = load_user_table(source, **build_options)
+    return OpNamespace(table, f"{table.name}.", built.digest)
 
 
 _builtin = OpNamespace(builtin_table(), "opforge.jax.")

@@ -7,7 +7,8 @@ after the row, with a real signature and docstring::
     relu(x, *, out=None)                 scale(x, *, alpha=1.0, out=None)
     dense(x, w, b=None, *, activation='none', out=None)        ...
 
-``load_ops(path)`` does the same for a user's own library of ops.
+``load_ops(source)`` does the same for a user's own library of ops (a shared
+library, or a ``.c`` file or C source text that opforge compiles and caches).
 
 Calling convention
 ------------------
@@ -58,14 +59,14 @@ from __future__ import annotations
 import inspect
 import numbers
 import operator
-import os
 from typing import Any, Callable, NoReturn, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _status, _table
+from ._build import Source, load_user_table
 from ._capi import ffi, lib
-from ._table import DTYPE_CODES, ArgDef, AttrDef, OpDef, OpTable, builtin_table, export_functions, load_table
+from ._table import DTYPE_CODES, ArgDef, AttrDef, OpDef, OpTable, builtin_table, export_functions
 
 __all__ = ["OpNamespace", "SKIP", "load_ops"]  # + one name per built-in op, added below
 
@@ -765,11 +766,17 @@ class OpNamespace:
         raise AttributeError(f"no op {name!r} in table {table.name if table else '?'!r}; it has: {ops}")
 
 
-def load_ops(path: Union[str, os.PathLike[str]]) -> OpNamespace:
-    """Loads a shared library exporting an op table (``OPF_EXPORT_OP_TABLE``),
+def load_ops(source: Source, **build_options: Any) -> OpNamespace:
+    """Loads a library exporting an op table (``OPF_EXPORT_OP_TABLE``),
     validates it (``opf_op_table_validate``) and returns its ops as NumPy
-    functions. Error messages name them ``<table name>.<op>``."""
-    table = load_table(path)
+    functions. Error messages name them ``<table name>.<op>``.
+
+    ``source`` is a shared library, a ``.c`` (or ``.cu``) file, or C source
+    text; sources are compiled by opforge and cached (``build_options``:
+    ``name``, ``cflags``, ``ldflags``; see ``opforge.build``). Each load of a
+    changed source or library gets the new code (a namespace loaded before
+    keeps the code it was loaded with)."""
+    table, _ = load_user_table(source, **build_options)
     return OpNamespace(table, table.name)
 
 

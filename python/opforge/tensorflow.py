@@ -19,8 +19,9 @@ dtype is refused when the op is constructed. An optional input is ``None``
 when absent. Optional outputs are always computed. Rows that write an input
 in place are not registered (TensorFlow tensors are immutable).
 
-``load_ops(path)`` does the same for a user's op library (a ``.so`` exporting
-``OPF_EXPORT_OP_TABLE``). Ops run on the CPU only; ``tf.function(jit_compile=
+``load_ops(source)`` does the same for a user's op library (a ``.so`` exporting
+``OPF_EXPORT_OP_TABLE``, or a ``.c`` file or C source text that opforge
+compiles and caches). Ops run on the CPU only; ``tf.function(jit_compile=
 True)`` cannot compile them (TensorFlow offers no way to add an XLA lowering
 from outside its tree): use ``opforge.jax`` for XLA-compiled code.
 """
@@ -33,12 +34,15 @@ import os
 import re
 import threading
 import types
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence
 
 import tensorflow as tf
 
+from cffi import FFI
+
 from . import get_adapter_library
-from ._table import GradSource, OpDef, OpTable, builtin_table, docstring, export_functions, load_table, run_grad_rules
+from ._build import Source, is_source_text, load_user_table
+from ._table import GradSource, OpDef, OpTable, builtin_table, docstring, export_functions, run_grad_rules
 
 __all__ = ["OpNamespace", "lib", "library_path", "load_ops", "tf_op_name"]
 
@@ -230,7 +234,7 @@ def _no_gradient(
 
 class OpNamespace(types.SimpleNamespace):
     """The Python functions of a table's ops, as attributes; ``raw`` is the
-    module of TensorFlow's generated wrappers."""
+    module of TensorFlow's generated wrappers, ``__opforge_table__`` the op table."""
 
 
 def _bind_table(
@@ -270,34 +274,58 @@ def _wrappers_module(table: OpTable, prefix: str) -> types.ModuleType:
     return module
 
 
-def load_ops(path: Union[str, os.PathLike[str]], prefix: Optional[str] = None) -> OpNamespace:
+# Tables loaded by load_ops, by prefix: the digest of the library and its namespace.
+_loaded: dict[str, tuple[str, OpNamespace]] = {}
+
+
+def load_ops(source: Source, prefix: Optional[str] = None, **build_options: Any) -> OpNamespace:
     """Registers the op table of a user library (``OPF_EXPORT_OP_TABLE``) with
     TensorFlow and returns its ops as Python functions (with gradients).
 
-    Op names are ``prefix`` + CamelCase of the row's name; ``prefix`` defaults
-    to the CamelCase of the table's name ("my_ops" -> "MyOpsNegate"). A
-    TensorFlow op name can be registered once per process: loading the same
-    table twice with one prefix raises ``ValueError``."""
-    from cffi import FFI
+    ``source`` is a shared library, a ``.c`` file, or C source text; sources
+    are compiled by opforge and cached (``build_options``: ``name``,
+    ``cflags``, ``ldflags``; see ``opforge.build``).
 
-    table = load_table(path)
+    Op names are ``prefix`` + CamelCase of the row's name; ``prefix`` defaults
+    to the CamelCase of the table's name ("my_ops" -> "MyOpsNegate").
+    TensorFlow cannot unregister an op: loading the same library (the same
+    bytes, or the same source and flags) again with one prefix returns the
+    namespace registered first, and loading a changed one under a prefix
+    already used raises RuntimeError (restart the process, or pass another
+    prefix). Op names TensorFlow has from elsewhere raise ValueError."""
+    table, built = load_user_table(source, **build_options)
     prefix = _camel(table.name) if prefix is None else prefix
     if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", prefix):
         raise ValueError(f"opforge.tensorflow.load_ops: prefix {prefix!r} must be CamelCase letters and digits")
-    from tensorflow.python.framework import op_def_registry
-
-    taken = [tf_op_name(op, prefix) for op in _registered(table) if op_def_registry.get(tf_op_name(op, prefix))]
-    if taken:
-        raise ValueError(
-            f"opforge.tensorflow.load_ops: TensorFlow ops {', '.join(taken)} already exist; pass another prefix"
-        )
-    address = int(FFI().cast("uintptr_t", table.cdata))
+    label = os.fspath(built.path) if is_source_text(source) else os.fspath(source)
     with _register_lock:  # the adapter's error message is the last registration's
+        previous = _loaded.get(prefix)
+        if previous is not None:
+            digest, namespace = previous
+            if digest and digest == built.digest:
+                return namespace
+            names = ", ".join(tf_op_name(op, prefix) for op in _registered(namespace.__opforge_table__))
+            raise RuntimeError(
+                f"opforge.tensorflow.load_ops: {label}: TensorFlow already has the ops {names} of an earlier "
+                f"build of table {namespace.__opforge_table__.name!r} under prefix {prefix!r}, and TensorFlow cannot "
+                "unregister an op: restart the Python process to run the changed code, or load it under new "
+                "op names with load_ops(..., prefix='<another CamelCase prefix>')"
+            )
+        from tensorflow.python.framework import op_def_registry
+
+        taken = [tf_op_name(op, prefix) for op in _registered(table) if op_def_registry.get(tf_op_name(op, prefix))]
+        if taken:
+            raise ValueError(
+                f"opforge.tensorflow.load_ops: TensorFlow ops {', '.join(taken)} already exist; pass another prefix"
+            )
+        address = int(FFI().cast("uintptr_t", table.cdata))
         if _adapter.opforge_tf_register_table(address, prefix.encode()) < 0:
-            raise ValueError(f"opforge.tensorflow.load_ops: {path}: {_adapter.opforge_tf_error().decode()}")
-    module = _wrappers_module(table, prefix)
-    functions = _bind_table(table, module, prefix, f"opforge.tensorflow.{table.name}")
-    return OpNamespace(raw=module, **functions)
+            raise ValueError(f"opforge.tensorflow.load_ops: {label}: {_adapter.opforge_tf_error().decode()}")
+        module = _wrappers_module(table, prefix)
+        functions = _bind_table(table, module, prefix, f"opforge.tensorflow.{table.name}")
+        namespace = OpNamespace(raw=module, __opforge_table__=table, **functions)
+        _loaded[prefix] = (built.digest, namespace)
+    return namespace
 
 
 __all__ += export_functions(globals(), _bind_table(builtin_table(), lib, BUILTIN_PREFIX, __name__), __name__)

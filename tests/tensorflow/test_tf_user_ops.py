@@ -132,8 +132,7 @@ def test_user_op_errors(ops: otf.OpNamespace, library: Path) -> None:
         ops.axpb(tf.ones(2), tf.ones(3))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"attr 'T' of float is not in the list of allowed values: double"):
         ops.negate(tf.ones(2))
-    with pytest.raises(ValueError, match=r"TfUserOpsAxpb, TfUserOpsNegate already exist; pass another prefix"):
-        otf.load_ops(library)
+    assert otf.load_ops(library) is ops  # the same library again: the ops registered first
     again = otf.load_ops(library, prefix="Second")
     np.testing.assert_array_equal(again.axpb(tf.ones(2)), [2.0, 2.0])
     with pytest.raises(ValueError, match=r"prefix 'bad name' must be CamelCase"):

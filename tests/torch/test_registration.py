@@ -87,6 +87,7 @@ def test_adapter_has_no_cpp_symbols_of_its_own() -> None:
         "opforge_torch_register",
         "opforge_torch_last_error",
         "opforge_torch_capacity",
+        "opforge_torch_unregister",
     }
 
 

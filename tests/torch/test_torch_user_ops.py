@@ -44,7 +44,7 @@ def test_user_op_errors(testops: object) -> None:
 
 
 def test_loading_twice_is_harmless(testops: object) -> None:
-    assert ot.register_table(ot._REGISTERED["testops"]) is torch.ops.testops
+    assert ot.register_table(ot._REGISTERED["testops"].table) is torch.ops.testops
 
 
 def test_invalid_table_is_rejected(tmp_path: Path) -> None:

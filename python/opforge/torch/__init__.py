@@ -20,9 +20,17 @@ masked ``False`` is not computed and is returned as an empty tensor (shape
 The ops are then ``torch.ops.opforge.relu(x)``, ``torch.ops.opforge.dense(x, w,
 b, activation="relu")`` ... and, as plain functions, ``opforge.torch.relu`` etc.
 (a mutating op such as ``relu_`` returns its mutated input here; the
-operator itself returns nothing). ``load_ops(path)`` does the same for a
-user's own library of ops (``OPF_EXPORT_OP_TABLE``), as ``torch.ops.<its table
-name>``. ``opforge.torch.nn`` holds ``torch.nn``-style modules.
+operator itself returns nothing). ``load_ops(source)`` does the same for a
+user's own library of ops (``OPF_EXPORT_OP_TABLE``: a shared library, a
+``.c``/``.cu`` file or C source text, compiled and cached by opforge), as
+``torch.ops.<its table name>``. Loading a changed library under a table name
+already registered replaces the old registration: the new code runs, from
+``torch.ops.<name>`` and from operator objects taken before the reload alike.
+``opforge.torch.nn`` holds ``torch.nn``-style modules.
+
+The adapter library is the one bundled with opforge when it was built for
+the installed torch, else it is compiled from its bundled C source on first
+import and cached (``opforge.get_adapter_library``).
 
 Errors are ``RuntimeError`` naming the op, the argument and what was expected.
 """
@@ -30,15 +38,16 @@ Errors are ``RuntimeError`` naming the op, the argument and what was expected.
 from __future__ import annotations
 
 import ctypes
-import os
-from typing import Any, Callable, Optional, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
 import opforge
 
+from .._build import Source, load_user_table
 from .._capi import ffi
-from .._table import GradSource, OpDef, docstring, OpTable, builtin_table, check_shapes, load_table, output_shape, run_grad_rules
+from .._table import GradSource, OpDef, docstring, OpTable, builtin_table, check_shapes, output_shape, run_grad_rules
 
 __all__ = ["load_ops", "register_table", "library_path"]  # + one function per built-in op
 
@@ -52,14 +61,14 @@ def _load_adapter() -> ctypes.CDLL:
     path = library_path()
     torch.ops.load_library(path)
     adapter = ctypes.CDLL(path)
-    adapter.opforge_torch_register.argtypes = [ctypes.c_void_p]
-    adapter.opforge_torch_register.restype = ctypes.c_int
+    for entry in (adapter.opforge_torch_register, adapter.opforge_torch_unregister):
+        entry.argtypes = [ctypes.c_void_p]
+        entry.restype = ctypes.c_int
     adapter.opforge_torch_last_error.restype = ctypes.c_char_p
     return adapter
 
 
 _ADAPTER = _load_adapter()
-_REGISTERED: dict[str, OpTable] = {}  # by namespace; keeps user libraries loaded
 
 
 # --------------------------------------------------------------------------
@@ -274,25 +283,36 @@ def _refuse_grad_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
 # Registration
 # --------------------------------------------------------------------------
 
-_LIBRARIES: list[torch.library.Library] = []  # kept alive: they hold registrations
+@dataclass
+class _Registration:
+    """A table registered with torch, and the Python-side registrations of
+    its ops (fake kernel, autograd kernel), one torch Library per op."""
+
+    table: OpTable  # keeps a user library loaded
+    libraries: dict[str, torch.library.Library] = field(default_factory=dict)
 
 
-def register_table(table: OpTable) -> Any:
-    """Registers every row of ``table`` with PyTorch (once per namespace) and
-    returns ``torch.ops.<table.name>``."""
-    namespace = table.name
-    if namespace in _REGISTERED:
-        if _REGISTERED[namespace].cdata != table.cdata:
-            raise RuntimeError(f"opforge.torch: a different table named {namespace!r} is already registered")
-        return getattr(torch.ops, namespace)
-    pointer = int(ffi.cast("uintptr_t", table.cdata))
-    if _ADAPTER.opforge_torch_register(pointer) != 0:
+_REGISTERED: dict[str, _Registration] = {}  # by namespace
+# What a reload replaced, kept for the life of the process: the Libraries of
+# ops the new table lacks (so that the dispatcher keeps their entries and a
+# stale reference to such an op fails cleanly instead of pointing at freed
+# memory), and the replaced tables (their libraries stay loaded, as TensorFlow
+# and XLA keep theirs: code that captured a row may still run).
+_RETIRED: list[Any] = []
+
+
+def _c_register(table: OpTable) -> None:
+    if _ADAPTER.opforge_torch_register(int(ffi.cast("uintptr_t", table.cdata))) != 0:
         message = (_ADAPTER.opforge_torch_last_error() or b"").decode("utf-8", "replace")
-        raise RuntimeError(f"opforge.torch: cannot register table {namespace!r}: {message}")
-    _REGISTERED[namespace] = table
+        raise RuntimeError(f"opforge.torch: cannot register table {table.name!r}: {message}")
+
+
+def _python_registrations(namespace: str, table: OpTable) -> dict[str, torch.library.Library]:
+    """Fake and autograd kernels of every row, one Library per op."""
+    libraries = {}
     for op in table.ops:
-        qualname = f"{namespace}::{op.name}"
-        torch.library.register_fake(qualname, _fake_kernel(namespace, op))
+        library = torch.library.Library(namespace, "FRAGMENT")
+        torch.library.register_fake(f"{namespace}::{op.name}", _fake_kernel(namespace, op), lib=library)
         kernel = None
         if any(arg.mutated for arg in op.inputs):
             kernel = _refuse_grad_kernel(namespace, op)
@@ -301,9 +321,69 @@ def register_table(table: OpTable) -> Any:
         else:
             kernel = _no_grad_rule_kernel(namespace, op)
         if kernel is not None:
-            library = torch.library.Library(namespace, "IMPL")
             library.impl(op.name, kernel, "Autograd", with_keyset=True)
-            _LIBRARIES.append(library)
+        libraries[op.name] = library
+    return libraries
+
+
+def _forget_packets(namespace: str, names: Sequence[str]) -> None:
+    """Drops torch.ops' cached operator objects (they hold the old schemas)."""
+    ops_namespace = getattr(torch.ops, namespace)
+    for name in names:
+        if name in vars(ops_namespace):
+            delattr(ops_namespace, name)
+        if name in getattr(ops_namespace, "_dir", ()):
+            ops_namespace._dir.remove(name)
+
+
+def _reregister(old: _Registration, table: OpTable) -> None:
+    """Replaces a registered table by another of the same name.
+
+    The old schemas and C kernels are unregistered and the new ones
+    registered while the old fake (Meta) kernels still hold each operator's
+    dispatcher entry, so the entries survive the swap: operator objects
+    taken before the reload stay valid and run the new kernels. Only then
+    are the old Python registrations dropped and the new ones added."""
+    namespace = table.name
+    old_pointer = int(ffi.cast("uintptr_t", old.table.cdata))
+    if _ADAPTER.opforge_torch_unregister(old_pointer) != 0:
+        message = (_ADAPTER.opforge_torch_last_error() or b"").decode("utf-8", "replace")
+        raise RuntimeError(f"opforge.torch: cannot unregister the previous table {namespace!r}: {message}")
+    try:
+        _c_register(table)
+    except RuntimeError:
+        _c_register(old.table)  # put the previous one back
+        raise
+    kept = {op.name for op in table.ops}
+    for name, library in old.libraries.items():
+        if name in kept:
+            library._destroy()
+        else:
+            _RETIRED.append(library)
+    _forget_packets(namespace, [op.name for op in old.table.ops])
+    _RETIRED.append(old.table)
+
+
+def register_table(table: OpTable) -> Any:
+    """Registers every row of ``table`` with PyTorch and returns
+    ``torch.ops.<table.name>``.
+
+    Registering the same table again does nothing. A different table under a
+    name that a user table already holds replaces it (a reload; see
+    ``_reregister``); opforge's own namespace cannot be replaced."""
+    namespace = table.name
+    old = _REGISTERED.get(namespace)
+    if old is not None:
+        if old.table.cdata == table.cdata:
+            return getattr(torch.ops, namespace)
+        if namespace == _BUILTIN_NAMESPACE:
+            raise RuntimeError(
+                f"opforge.torch: the table name {namespace!r} is opforge's own; give your table another name"
+            )
+        _reregister(old, table)
+    else:
+        _c_register(table)
+    _REGISTERED[namespace] = _Registration(table, _python_registrations(namespace, table))
     return getattr(torch.ops, namespace)
 
 
@@ -325,13 +405,24 @@ def _function(packet: Any, op: OpDef) -> Callable[..., Any]:
     return call
 
 
-def load_ops(path: Union[str, os.PathLike[str]]) -> Any:
-    """Loads a user library exporting an op table (``OPF_EXPORT_OP_TABLE``),
-    registers its ops and returns ``torch.ops.<table name>``."""
-    return register_table(load_table(path))
+def load_ops(source: Source, **build_options: Any) -> Any:
+    """Registers the op table of a user library (``OPF_EXPORT_OP_TABLE``) and
+    returns ``torch.ops.<table name>``.
+
+    ``source`` is a shared library, a ``.c`` (or ``.cu``) file, or C source
+    text; sources are compiled by opforge and cached (``build_options``:
+    ``name``, ``cflags``, ``ldflags``; see ``opforge.build``). A compile error
+    raises ``opforge.BuildError`` with the compiler's messages.
+
+    Loading a changed library whose table has the name of one loaded before
+    replaces it (its ops, schemas, fake and autograd kernels): the new code
+    runs. Do not reload while another thread runs the table's ops."""
+    table, _ = load_user_table(source, **build_options)
+    return register_table(table)
 
 
 _BUILTINS = builtin_table()
+_BUILTIN_NAMESPACE = _BUILTINS.name
 ops = register_table(_BUILTINS)
 for _op in _BUILTINS.ops:
     if _op.name in globals():
