@@ -87,6 +87,8 @@ SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fra
         test-install bench-build venv \
         install uninstall format format-check clean
 
+PACKAGE_PC := $(BUILD)/package/opforge.pc
+
 all: lib
 lib: $(LIB_SO) $(LIB_A) $(PC) $(PACKAGE_PC)
 
@@ -117,8 +119,7 @@ $(PC): opforge.pc.in Makefile
 # The pkg-config file of the Python package (opforge/lib/pkgconfig/opforge.pc,
 # see setup.py): its prefix is the package directory, found from the file's
 # own location, and it links with an rpath to the package's lib/ (the
-# package ships the shared library only).
-PACKAGE_PC := $(BUILD)/package/opforge.pc
+# package ships the shared library only). PACKAGE_PC is set above `lib`.
 $(PACKAGE_PC): opforge.pc.in Makefile
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$${pcfiledir}/../..|' -e 's|@VERSION@|$(VERSION)|' -e '/^Libs.private:/d' \
