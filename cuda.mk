@@ -3,7 +3,8 @@
 #   make                 CUDA kernels built in when nvcc is found (CUDA ?= auto)
 #   make CUDA=0          CPU only: no nvcc, no CUDA runtime, no OPF_HAVE_CUDA
 #   make CUDA=1          require CUDA (error if nvcc or the static runtime is missing)
-#   make test-cuda       build and run build/tests/test_cuda (prints SKIP without a GPU)
+#   make test-cuda       build and run build/tests/test_cuda (prints SKIP without a GPU) and,
+#                        with nvcc, test_cuda_user_lib on a user's library of ops built by nvcc
 #   make gpu-check       scripts/gpu-check.sh: build, test, compute-sanitizer, benchmarks
 #                        against PyTorch, the torch/jax adapters' CUDA tests (on a GPU
 #                        machine; see docs/gpu.md)
@@ -36,7 +37,7 @@ endif
 
 # Prerequisites are expanded when a rule is read, and the Makefile defines
 # HEADERS and LIB_A after including this file: name them here.
-CUDA_DEP_HEADERS := include/opforge.h $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
+CUDA_DEP_HEADERS := $(wildcard include/*.h src/*/*.h src/*/*/*.h src/*/*.inc)
 CUDA_LIB_A := $(BUILD)/libopforge.a
 
 CUDA_ENABLED := 0
@@ -90,6 +91,23 @@ $(BUILD)/obj/cuda/%.o: src/cuda/%.cu $(CUDA_DEP_HEADERS)
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
+# Files of authored kernels, compiled by nvcc as CUDA C++ instead of by the C
+# compiler: each OPF_ELTWISE_KERNEL in them then also has its CUDA build
+# (opforge_cuda.h), exactly as in a user's file of ops. CUDA_AUTHORED_FLAGS
+# are the flags opforge.h asks of such a file ("Writing kernels"): no
+# contraction of a*b + c on the device (-fmad=false) or the host
+# (-ffp-contract=off: g++ contracts by default, unlike C in ISO mode), and no
+# -Wextra warning about the fields a declaration leaves out.
+CUDA_AUTHORED_SRC := src/ops/eltwise.c
+CUDA_AUTHORED_FLAGS := -x cu -fmad=false -Xcompiler -ffp-contract=off,-Wno-missing-field-initializers
+
+# (A static pattern rule: it takes these objects from the Makefile's C rule.)
+$(patsubst src/%.c,$(BUILD)/obj/%.o,$(CUDA_AUTHORED_SRC)): $(BUILD)/obj/%.o: src/%.c $(CUDA_DEP_HEADERS) \
+                                                          $(BUILD)/config.stamp
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(NVCC_FLAGS) $(CUDA_AUTHORED_FLAGS) -c $< -o $@
+
 # C sources of src/cuda: the usual flags plus the CUDA headers. (More
 # specific than the Makefile's $(BUILD)/obj/%.o rule, so make picks this.)
 $(BUILD)/obj/cuda/%.o: src/cuda/%.c $(CUDA_DEP_HEADERS)
@@ -105,12 +123,41 @@ endif
 
 CUDA_TEST_BIN := $(BUILD)/tests/test_cuda
 
+# tests/cuda/user_ops.c is a user's file of ops, compiled by nvcc as a user
+# compiles it: the flags opforge.h documents ("Writing kernels"), only the
+# public headers, warnings as errors. Its object is linked into test_cuda;
+# the same command with -shared makes the library test_cuda_user_lib loads
+# (tests/cuda/user_lib.c), linked against libopforge.so. (nvcc's C++ with
+# exceptions needs libstdc++'s personality routine: -lstdc++ where the C
+# compiler links the object.)
+CUDA_USER_FLAGS := -x cu -O3 -fmad=false -Xcompiler -fPIC,-ffp-contract=off
+CUDA_USER_WARN := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-Wno-missing-field-initializers
+CUDA_USER_OBJ := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/cuda_user_ops.o)
+CUDA_USER_LIB := $(BUILD)/tests/libcudaops.so
+CUDA_USER_LIB_TEST := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/test_cuda_user_lib)
+
+$(BUILD)/tests/cuda_user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(CUDA_USER_FLAGS) $(CUDA_ARCH) $(CUDA_USER_WARN) -Iinclude -c $< -o $@
+
+$(CUDA_USER_LIB): tests/cuda/user_ops.c $(CUDA_DEP_HEADERS) $(BUILD)/libopforge.so.$(VERSION)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $< (shared)"
+	$(Q)$(NVCC) $(CUDA_USER_FLAGS) $(CUDA_ARCH) $(CUDA_USER_WARN) -shared $< -o $@ -Iinclude -L$(BUILD) -lopforge
+
+$(BUILD)/tests/test_cuda_user_lib: tests/cuda/user_lib.c tests/c/harness.c tests/c/*.h $(CUDA_USER_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_FLAGS) -O2 -isystem $(CUDA_INCDIR) -Itests/c tests/cuda/user_lib.c tests/c/harness.c -o $@ \
+	  -L$(BUILD) -l:libopforge.so.$(SOVERSION) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS) $(CUDA_LDLIBS)
+
 # Without CUDA the test is still built (against the CPU-only library) and
 # reports SKIP: opf_cuda_device_count() is 0.
-$(CUDA_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $(CUDA_LIB_A)
+$(CUDA_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $(CUDA_USER_OBJ) $(CUDA_LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_FLAGS) -O2 $(CUDA_DEFS) $(if $(CUDA_INCDIR),-isystem $(CUDA_INCDIR)) -Itests/c \
-	  tests/cuda/test_cuda.c tests/c/harness.c $(CUDA_LIB_A) -o $@ $(LDLIBS) $(CUDA_LDLIBS)
+	  tests/cuda/test_cuda.c tests/c/harness.c $(CUDA_USER_OBJ) $(CUDA_LIB_A) -o $@ $(LDLIBS) $(CUDA_LDLIBS) \
+	  $(if $(CUDA_USER_OBJ),-lstdc++)
 
 # bench/relu_variants.cu: elementwise kernel forms vs the device copy
 # (standalone; gpu-check runs it). Built by test-cuda too, so CI compiles it.
@@ -120,9 +167,13 @@ $(BUILD)/bench/relu_variants: bench/relu_variants.cu
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) $(NVCC_WARN) $< -o $@
 
-test-cuda: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN)
+test-cuda: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN) $(CUDA_USER_LIB_TEST)
 	@echo "== $(CUDA_TEST_BIN)"
 	@$(CUDA_TEST_BIN)
+ifeq ($(CUDA_ENABLED),1)
+	@echo "== $(CUDA_USER_LIB_TEST) $(CUDA_USER_LIB)"
+	@$(CUDA_USER_LIB_TEST) $(CUDA_USER_LIB)
+endif
 
 gpu-check:
 	scripts/gpu-check.sh
