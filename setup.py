@@ -6,7 +6,7 @@ Static metadata lives in pyproject.toml. This file adds what needs code:
 - ``build_ext``: runs ``make lib`` in the repository root, copies
   ``build/libopforge.so`` into ``opforge/lib/`` (one file, named by its soname,
   which is what the loader looks for, plus a linker script ``libopforge.so``
-  for ``-lopforge``) and ``include/opforge.h`` into
+  for ``-lopforge``) and the public headers (``include/*.h``) into
   ``opforge/include/``, and the framework adapters ``make adapters`` built
   (``libopforge_<framework>.so``, one per framework this Python can import)
   into ``opforge/lib/``; then lets CFFI compile ``opforge._capi`` against it
@@ -85,7 +85,7 @@ def make_adapters() -> list[Path]:
 
 
 def install_native_files(library: Path, package_dir: Path) -> None:
-    """Copies libopforge into package_dir/lib and opforge.h into package_dir/include.
+    """Copies libopforge into package_dir/lib and the public headers into package_dir/include.
 
     The library is copied once, under its soname (what the loader looks for).
     Next to it, ``libopforge.so`` is a one-line GNU ld linker script naming it,
@@ -103,7 +103,8 @@ def install_native_files(library: Path, package_dir: Path) -> None:
         shutil.copy2(adapter, lib_dir / adapter.name)
     include_dir = package_dir / "include"
     include_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(HEADER, include_dir / HEADER.name)
+    for header in sorted(HEADER.parent.glob("*.h")):  # opforge.h and the headers it includes
+        shutil.copy2(header, include_dir / header.name)
 
 
 class BuildExtWithNativeLib(build_ext):
