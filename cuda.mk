@@ -3,8 +3,9 @@
 #   make                 CUDA kernels built in when nvcc is found (CUDA ?= auto)
 #   make CUDA=0          CPU only: no nvcc, no CUDA runtime, no OPF_HAVE_CUDA
 #   make CUDA=1          require CUDA (error if nvcc or the static runtime is missing)
-#   make test-cuda       build and run build/tests/test_cuda (prints SKIP without a GPU) and,
-#                        with nvcc, test_cuda_user_lib on a user's library of ops built by nvcc
+#   make test-cuda       build and run build/tests/test_cuda (prints SKIP without a GPU),
+#                        with nvcc test_cuda_user_lib on a user's library of ops built by nvcc,
+#                        and with a C++ compiler test-cuda-emu (below: no nvcc, no GPU)
 #   make gpu-check       scripts/gpu-check.sh: build, test, compute-sanitizer, benchmarks
 #                        against PyTorch, the torch/jax adapters' CUDA tests (on a GPU
 #                        machine; see docs/gpu.md)
@@ -167,16 +168,75 @@ $(BUILD)/bench/relu_variants: bench/relu_variants.cu
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) $(NVCC_WARN) $< -o $@
 
-test-cuda: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN) $(CUDA_USER_LIB_TEST)
+# The CUDA emulator's test (below) runs too where a C++ compiler is installed.
+HAVE_CXX := $(if $(shell command -v $(CXX) 2>/dev/null),1)
+
+test-cuda: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN) $(CUDA_USER_LIB_TEST) $(if $(HAVE_CXX),test-cuda-emu)
 	@echo "== $(CUDA_TEST_BIN)"
 	@$(CUDA_TEST_BIN)
 ifeq ($(CUDA_ENABLED),1)
 	@echo "== $(CUDA_USER_LIB_TEST) $(CUDA_USER_LIB)"
 	@$(CUDA_USER_LIB_TEST) $(CUDA_USER_LIB)
 endif
+ifneq ($(HAVE_CXX),1)
+	@echo "SKIP test-cuda-emu: no C++ compiler ($(CXX))"
+endif
 
 gpu-check:
 	scripts/gpu-check.sh
+
+# --- the CUDA emulator ---------------------------------------------------------------
+#
+#   make test-cuda-emu   test_cuda with the elementwise CUDA path run on the CPU: the
+#                        library, the built-ins' and a user's kernels compiled as CUDA
+#                        C++ by the host C++ compiler against tests/cuda/emulate (a CPU
+#                        implementation of the runtime API they use; every thread of
+#                        every block in turn). Needs neither nvcc nor a GPU; checks the
+#                        engine's plans and the generated kernels' indexing, not speed
+#                        and not what only nvcc or the hardware decide (no dense).
+EMU_BUILD := $(BUILD)/emu
+EMU_INC := -Itests/cuda/emulate
+EMU_CXXFLAGS = -std=c++17 -O2 -g -pthread -Wall -Wextra -Werror -Wno-unknown-pragmas -Wno-missing-field-initializers \
+               $(INCLUDES) $(EMU_INC)
+# What nvcc does to a file: CUDA C++, __CUDACC__, cuda_runtime.h first.
+EMU_CU := -x c++ -D__CUDACC__ -include cuda_runtime.h -DOPF_HAVE_CUDA
+EMU_C_SRC = $(filter-out src/core/cuda_none.c src/ops/eltwise.c,$(wildcard src/core/*.c src/ops/*.c)) \
+            src/cuda/device.c $(KERNEL_SRC)
+EMU_OBJ = $(patsubst src/%.c,$(EMU_BUILD)/obj/%.o,$(EMU_C_SRC)) $(EMU_BUILD)/cu/ops/eltwise.o \
+          $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o $(EMU_BUILD)/runtime.o
+EMU_TEST_BIN := $(EMU_BUILD)/test_cuda
+
+$(EMU_BUILD)/obj/%.o: src/%.c $(CUDA_DEP_HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  CC emu  $<"
+	$(Q)$(CC) $(BASE_CFLAGS) -DOPF_HAVE_CUDA $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) $(EMU_INC) \
+	  -c $< -o $@
+
+$(EMU_BUILD)/cu/ops/eltwise.o: src/ops/eltwise.c $(CUDA_DEP_HEADERS)
+$(EMU_BUILD)/cu/cuda/eltwise.o: src/cuda/eltwise.cu $(CUDA_DEP_HEADERS)
+$(EMU_BUILD)/cu/user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS)
+$(EMU_BUILD)/cu/ops/eltwise.o $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o:
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) -c $< -o $@
+
+$(EMU_BUILD)/runtime.o: tests/cuda/emulate/runtime.cc tests/cuda/emulate/*.h include/opforge.h
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+# (The objects are named when the rule runs: the Makefile lists the kernel
+# sources after including this file.)
+.SECONDEXPANSION:
+$(EMU_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $$(EMU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_FLAGS) -O2 -DOPF_HAVE_CUDA $(EMU_INC) -Itests/c tests/cuda/test_cuda.c tests/c/harness.c \
+	  $(EMU_OBJ) -o $@ $(LDLIBS) -lstdc++
+
+.PHONY: test-cuda-emu
+test-cuda-emu: $(EMU_TEST_BIN)
+	@echo "== $(EMU_TEST_BIN) (the CUDA emulator)"
+	@$(EMU_TEST_BIN)
 
 # Wheels for CPython 3.12 (the GPU machine's) of cffi, pytest, hypothesis,
 # setuptools, wheel and their dependencies; carry build/wheelhouse to the GPU

@@ -261,14 +261,17 @@ template <class F> static int opf__cuda_ew_enqueue(const opf_cuda_eltwise_launch
     for (int a = 0; a < OPF_MAX_ATTRS; a++) {
         attrs.v[a] = L->attrs[a];
     }
+    int64_t n = L->n;
+    opf__cuda_ew_layout<K> layout;
+    void *args[3] = {&n, &p, &attrs}, *strided_args[4] = {&n, &p, &layout, &attrs};
     const cudaStream_t stream = (cudaStream_t)L->stream;
     const dim3 grid(L->blocks > 0 ? L->blocks : 1), block(OPF_CUDA_EW_THREADS);
+    cudaError_t err;
     if (L->path == OPF_CUDA_EW_VECTOR) {
-        opf__cuda_ew_vector<F><<<grid, block, 0, stream>>>(L->n, p, attrs);
+        err = cudaLaunchKernel(opf__cuda_ew_vector<F>, grid, block, args, 0, stream);
     } else if (L->path == OPF_CUDA_EW_CONTIGUOUS) {
-        opf__cuda_ew_contiguous<F><<<grid, block, 0, stream>>>(L->n, p, attrs);
+        err = cudaLaunchKernel(opf__cuda_ew_contiguous<F>, grid, block, args, 0, stream);
     } else {
-        opf__cuda_ew_layout<K> layout;
         layout.rank = L->rank;
         for (int d = 0; d < OPF_MAX_RANK; d++) {
             layout.shape[d] = L->shape[d];
@@ -276,13 +279,12 @@ template <class F> static int opf__cuda_ew_enqueue(const opf_cuda_eltwise_launch
                 layout.stride[k][d] = L->strides[k][d];
             }
         }
-        if (L->n <= (int64_t)UINT32_MAX) {
-            opf__cuda_ew_strided<F, uint32_t><<<grid, block, 0, stream>>>(L->n, p, layout, attrs);
-        } else {
-            opf__cuda_ew_strided<F, uint64_t><<<grid, block, 0, stream>>>(L->n, p, layout, attrs);
-        }
+        err = n <= (int64_t)UINT32_MAX
+                  ? cudaLaunchKernel(opf__cuda_ew_strided<F, uint32_t>, grid, block, strided_args, 0, stream)
+                  : cudaLaunchKernel(opf__cuda_ew_strided<F, uint64_t>, grid, block, strided_args, 0, stream);
     }
-    return (int)cudaGetLastError();
+    /* cudaGetLastError: also clears this runtime's error slot. */
+    return err != cudaSuccess ? (int)err : (int)cudaGetLastError();
 }
 
 /* The launcher of a kernel whose element function is Fn<float> / Fn<double>. */
