@@ -667,8 +667,8 @@ opf_error(opf_status status, const char *fmt, ...);
  * fields of a designated initializer must come in declaration order (the
  * opf_op_decl examples above do), and g++'s -Wextra warns about the fields a
  * declaration leaves out: add -Wno-missing-field-initializers with -Wextra.
- * Functions a body calls must be usable on the device: the opf_* math is;
- * mark your own helpers OPF_KERNEL_FN.
+ * Functions a body calls must be usable on the device: opforge's math
+ * functions (opf_exp, ...) are; mark your own helpers OPF_KERNEL_FN.
  */
 #define OPF_IS_F64 (sizeof(T) == 8)
 

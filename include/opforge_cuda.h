@@ -64,7 +64,9 @@ enum {
 /* The paths of opf_cuda_eltwise_launch. */
 enum opf_cuda_ew_path { OPF_CUDA_EW_VECTOR = 0, OPF_CUDA_EW_CONTIGUOUS = 1, OPF_CUDA_EW_STRIDED = 2 };
 
-/* One launch of an elementwise kernel's CUDA build, planned by opforge. */
+/* One launch of an elementwise kernel's CUDA build, planned by opforge.
+ * libopforge fills it and a user's library reads it: its layout is part of
+ * the table ABI (OPF_TABLE_ABI_VERSION). */
 struct opf_cuda_eltwise_launch {
     int32_t path;    /* opf_cuda_ew_path */
     opf_dtype dtype; /* OPF_F32 or OPF_F64 */
