@@ -132,7 +132,7 @@ CUDA_TEST_BIN := $(BUILD)/tests/test_cuda
 # exceptions needs libstdc++'s personality routine: -lstdc++ where the C
 # compiler links the object.)
 CUDA_USER_FLAGS := -x cu -O3 -fmad=false -Xcompiler -fPIC,-ffp-contract=off
-CUDA_USER_WARN := -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-Wno-missing-field-initializers
+CUDA_USER_WARN = $(NVCC_WARN) -Xcompiler -Wno-missing-field-initializers
 CUDA_USER_OBJ := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/cuda_user_ops.o)
 CUDA_USER_LIB := $(BUILD)/tests/libcudaops.so
 CUDA_USER_LIB_TEST := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/test_cuda_user_lib)
@@ -226,7 +226,8 @@ $(EMU_BUILD)/runtime.o: tests/cuda/emulate/runtime.cc tests/cuda/emulate/*.h inc
 	$(Q)$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
 # (The objects are named when the rule runs: the Makefile lists the kernel
-# sources after including this file.)
+# sources after including this file. Secondary expansion applies to the
+# prerequisites of every later rule; no other rule has a $$ in them.)
 .SECONDEXPANSION:
 $(EMU_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $$(EMU_OBJ)
 	@mkdir -p $(dir $@)

@@ -663,10 +663,13 @@ opf_error(opf_status status, const char *fmt, ...);
  *
  * -fmad=false and -ffp-contract=off keep a*b + c two roundings, as the C
  * build computes it, so the GPU and every CPU build agree bit for bit; never
- * use --use_fast_math (it flushes denormals and approximates). In C++ the
- * fields of a designated initializer must come in declaration order (the
- * opf_op_decl examples above do), and g++'s -Wextra warns about the fields a
- * declaration leaves out: add -Wno-missing-field-initializers with -Wextra.
+ * use --use_fast_math (it flushes denormals and approximates). The file is
+ * then C++: a declaration names its fields in opf_op_decl's order
+ *
+ *   {"softplus(x) -> y", .doc = "...", .grad = "...", .arg_docs = "...", .eltwise = &softplus},
+ *
+ * and g++'s -Wextra warns about the fields it leaves out (add
+ * -Wno-missing-field-initializers with -Wextra).
  * Functions a body calls must be usable on the device: opforge's math
  * functions (opf_exp, ...) are; mark your own helpers OPF_KERNEL_FN.
  */
