@@ -269,9 +269,12 @@ demo: deps venv
 test: deps-test lib format-check test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-cuda test-python \
       $(ADAPTER_TESTS) test-install
 
+# The public headers: opforge.h and what it includes (opforge_cuda.h, for files compiled by nvcc).
+PUBLIC_HEADERS := $(wildcard include/*.h)
+
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/opforge.h include/opforge_math.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libopforge.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libopforge.so.$(SOVERSION)
 	ln -sf libopforge.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libopforge.so
@@ -279,7 +282,7 @@ install: lib
 	install -m 644 $(PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/opforge.h $(DESTDIR)$(PREFIX)/include/opforge_math.h $(DESTDIR)$(PREFIX)/lib/libopforge.* \
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/,$(notdir $(PUBLIC_HEADERS))) $(DESTDIR)$(PREFIX)/lib/libopforge.* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/opforge.pc
 
 FORMAT_FILES := $(shell find include src tests adapters bench -name '*.c' -o -name '*.h' -o -name '*.cu' | sort)

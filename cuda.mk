@@ -3,7 +3,9 @@
 #   make                 CUDA kernels built in when nvcc is found (CUDA ?= auto)
 #   make CUDA=0          CPU only: no nvcc, no CUDA runtime, no OPF_HAVE_CUDA
 #   make CUDA=1          require CUDA (error if nvcc or the static runtime is missing)
-#   make test-cuda       build and run build/tests/test_cuda (prints SKIP without a GPU)
+#   make test-cuda       build and run build/tests/test_cuda (prints SKIP without a GPU),
+#                        with nvcc test_cuda_user_lib on a user's library of ops built by nvcc,
+#                        and with a C++ compiler test-cuda-emu (below: no nvcc, no GPU)
 #   make gpu-check       scripts/gpu-check.sh: build, test, compute-sanitizer, benchmarks
 #                        against PyTorch, the torch/jax adapters' CUDA tests (on a GPU
 #                        machine; see docs/gpu.md)
@@ -36,7 +38,7 @@ endif
 
 # Prerequisites are expanded when a rule is read, and the Makefile defines
 # HEADERS and LIB_A after including this file: name them here.
-CUDA_DEP_HEADERS := include/opforge.h $(wildcard src/*/*.h src/*/*/*.h src/*/*.inc)
+CUDA_DEP_HEADERS := $(wildcard include/*.h src/*/*.h src/*/*/*.h src/*/*.inc)
 CUDA_LIB_A := $(BUILD)/libopforge.a
 
 CUDA_ENABLED := 0
@@ -90,6 +92,23 @@ $(BUILD)/obj/cuda/%.o: src/cuda/%.cu $(CUDA_DEP_HEADERS)
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
+# Files of authored kernels, compiled by nvcc as CUDA C++ instead of by the C
+# compiler: each OPF_ELTWISE_KERNEL in them then also has its CUDA build
+# (opforge_cuda.h), exactly as in a user's file of ops. CUDA_AUTHORED_FLAGS
+# are the flags opforge.h asks of such a file ("Writing kernels"): no
+# contraction of a*b + c on the device (-fmad=false) or the host
+# (-ffp-contract=off: g++ contracts by default, unlike C in ISO mode), and no
+# -Wextra warning about the fields a declaration leaves out.
+CUDA_AUTHORED_SRC := src/ops/eltwise.c
+CUDA_AUTHORED_FLAGS := -x cu -fmad=false -Xcompiler -ffp-contract=off,-Wno-missing-field-initializers
+
+# (A static pattern rule: it takes these objects from the Makefile's C rule.)
+$(patsubst src/%.c,$(BUILD)/obj/%.o,$(CUDA_AUTHORED_SRC)): $(BUILD)/obj/%.o: src/%.c $(CUDA_DEP_HEADERS) \
+                                                          $(BUILD)/config.stamp
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(NVCC_FLAGS) $(CUDA_AUTHORED_FLAGS) -c $< -o $@
+
 # C sources of src/cuda: the usual flags plus the CUDA headers. (More
 # specific than the Makefile's $(BUILD)/obj/%.o rule, so make picks this.)
 $(BUILD)/obj/cuda/%.o: src/cuda/%.c $(CUDA_DEP_HEADERS)
@@ -105,12 +124,41 @@ endif
 
 CUDA_TEST_BIN := $(BUILD)/tests/test_cuda
 
+# tests/cuda/user_ops.c is a user's file of ops, compiled by nvcc as a user
+# compiles it: the flags opforge.h documents ("Writing kernels"), only the
+# public headers, warnings as errors. Its object is linked into test_cuda;
+# the same command with -shared makes the library test_cuda_user_lib loads
+# (tests/cuda/user_lib.c), linked against libopforge.so. (nvcc's C++ with
+# exceptions needs libstdc++'s personality routine: -lstdc++ where the C
+# compiler links the object.)
+CUDA_USER_FLAGS := -x cu -O3 -fmad=false -Xcompiler -fPIC,-ffp-contract=off
+CUDA_USER_WARN = $(NVCC_WARN) -Xcompiler -Wno-missing-field-initializers
+CUDA_USER_OBJ := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/cuda_user_ops.o)
+CUDA_USER_LIB := $(BUILD)/tests/libcudaops.so
+CUDA_USER_LIB_TEST := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/test_cuda_user_lib)
+
+$(BUILD)/tests/cuda_user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(CUDA_USER_FLAGS) $(CUDA_ARCH) $(CUDA_USER_WARN) -Iinclude -c $< -o $@
+
+$(CUDA_USER_LIB): tests/cuda/user_ops.c $(CUDA_DEP_HEADERS) $(BUILD)/libopforge.so.$(VERSION)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $< (shared)"
+	$(Q)$(NVCC) $(CUDA_USER_FLAGS) $(CUDA_ARCH) $(CUDA_USER_WARN) -shared $< -o $@ -Iinclude -L$(BUILD) -lopforge
+
+$(BUILD)/tests/test_cuda_user_lib: tests/cuda/user_lib.c tests/c/harness.c tests/c/*.h $(CUDA_USER_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_FLAGS) -O2 -isystem $(CUDA_INCDIR) -Itests/c tests/cuda/user_lib.c tests/c/harness.c -o $@ \
+	  -L$(BUILD) -l:libopforge.so.$(SOVERSION) -Wl,-rpath,'$$ORIGIN/..' $(LDLIBS) $(CUDA_LDLIBS)
+
 # Without CUDA the test is still built (against the CPU-only library) and
 # reports SKIP: opf_cuda_device_count() is 0.
-$(CUDA_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $(CUDA_LIB_A)
+$(CUDA_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $(CUDA_USER_OBJ) $(CUDA_LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_FLAGS) -O2 $(CUDA_DEFS) $(if $(CUDA_INCDIR),-isystem $(CUDA_INCDIR)) -Itests/c \
-	  tests/cuda/test_cuda.c tests/c/harness.c $(CUDA_LIB_A) -o $@ $(LDLIBS) $(CUDA_LDLIBS)
+	  tests/cuda/test_cuda.c tests/c/harness.c $(CUDA_USER_OBJ) $(CUDA_LIB_A) -o $@ $(LDLIBS) $(CUDA_LDLIBS) \
+	  $(if $(CUDA_USER_OBJ),-lstdc++)
 
 # bench/relu_variants.cu: elementwise kernel forms vs the device copy
 # (standalone; gpu-check runs it). Built by test-cuda too, so CI compiles it.
@@ -120,12 +168,76 @@ $(BUILD)/bench/relu_variants: bench/relu_variants.cu
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) $(NVCC_WARN) $< -o $@
 
-test-cuda: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN)
+# The CUDA emulator's test (below) runs too where a C++ compiler is installed.
+HAVE_CXX := $(if $(shell command -v $(CXX) 2>/dev/null),1)
+
+test-cuda: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN) $(CUDA_USER_LIB_TEST) $(if $(HAVE_CXX),test-cuda-emu)
 	@echo "== $(CUDA_TEST_BIN)"
 	@$(CUDA_TEST_BIN)
+ifeq ($(CUDA_ENABLED),1)
+	@echo "== $(CUDA_USER_LIB_TEST) $(CUDA_USER_LIB)"
+	@$(CUDA_USER_LIB_TEST) $(CUDA_USER_LIB)
+endif
+ifneq ($(HAVE_CXX),1)
+	@echo "SKIP test-cuda-emu: no C++ compiler ($(CXX))"
+endif
 
 gpu-check:
 	scripts/gpu-check.sh
+
+# --- the CUDA emulator ---------------------------------------------------------------
+#
+#   make test-cuda-emu   test_cuda with the elementwise CUDA path run on the CPU: the
+#                        library, the built-ins' and a user's kernels compiled as CUDA
+#                        C++ by the host C++ compiler against tests/cuda/emulate (a CPU
+#                        implementation of the runtime API they use; every thread of
+#                        every block in turn). Needs neither nvcc nor a GPU; checks the
+#                        engine's plans and the generated kernels' indexing, not speed
+#                        and not what only nvcc or the hardware decide (no dense).
+EMU_BUILD := $(BUILD)/emu
+EMU_INC := -Itests/cuda/emulate
+EMU_CXXFLAGS = -std=c++17 -O2 -g -pthread -Wall -Wextra -Werror -Wno-unknown-pragmas -Wno-missing-field-initializers \
+               $(INCLUDES) $(EMU_INC)
+# What nvcc does to a file: CUDA C++, __CUDACC__, cuda_runtime.h first.
+EMU_CU := -x c++ -D__CUDACC__ -include cuda_runtime.h -DOPF_HAVE_CUDA
+EMU_C_SRC = $(filter-out src/core/cuda_none.c src/ops/eltwise.c,$(wildcard src/core/*.c src/ops/*.c)) \
+            src/cuda/device.c $(KERNEL_SRC)
+EMU_OBJ = $(patsubst src/%.c,$(EMU_BUILD)/obj/%.o,$(EMU_C_SRC)) $(EMU_BUILD)/cu/ops/eltwise.o \
+          $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o $(EMU_BUILD)/runtime.o
+EMU_TEST_BIN := $(EMU_BUILD)/test_cuda
+
+$(EMU_BUILD)/obj/%.o: src/%.c $(CUDA_DEP_HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  CC emu  $<"
+	$(Q)$(CC) $(BASE_CFLAGS) -DOPF_HAVE_CUDA $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) $(EMU_INC) \
+	  -c $< -o $@
+
+$(EMU_BUILD)/cu/ops/eltwise.o: src/ops/eltwise.c $(CUDA_DEP_HEADERS)
+$(EMU_BUILD)/cu/cuda/eltwise.o: src/cuda/eltwise.cu $(CUDA_DEP_HEADERS)
+$(EMU_BUILD)/cu/user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS)
+$(EMU_BUILD)/cu/ops/eltwise.o $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o:
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) -c $< -o $@
+
+$(EMU_BUILD)/runtime.o: tests/cuda/emulate/runtime.cc tests/cuda/emulate/*.h include/opforge.h
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+# (The objects are named when the rule runs: the Makefile lists the kernel
+# sources after including this file. Secondary expansion applies to the
+# prerequisites of every later rule; no other rule has a $$ in them.)
+.SECONDEXPANSION:
+$(EMU_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $$(EMU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_FLAGS) -O2 -DOPF_HAVE_CUDA $(EMU_INC) -Itests/c tests/cuda/test_cuda.c tests/c/harness.c \
+	  $(EMU_OBJ) -o $@ $(LDLIBS) -lstdc++
+
+.PHONY: test-cuda-emu
+test-cuda-emu: $(EMU_TEST_BIN)
+	@echo "== $(EMU_TEST_BIN) (the CUDA emulator)"
+	@$(EMU_TEST_BIN)
 
 # Wheels for CPython 3.12 (the GPU machine's) of cffi, pytest, hypothesis,
 # setuptools, wheel and their dependencies; carry build/wheelhouse to the GPU

@@ -6,7 +6,7 @@ Static metadata lives in pyproject.toml. This file adds what needs code:
 - ``build_ext``: runs ``make lib`` in the repository root, copies
   ``build/libopforge.so`` into ``opforge/lib/`` (one file, named by its soname,
   which is what the loader looks for, plus a linker script ``libopforge.so``
-  for ``-lopforge``) and ``include/opforge.h`` into
+  for ``-lopforge``) and the public headers (``include/*.h``) into
   ``opforge/include/``, and the framework adapters ``make adapters`` built
   (``libopforge_<framework>.so``, one per framework this Python can import)
   into ``opforge/lib/``, with ``lib/adapters.json`` naming the framework
@@ -135,7 +135,7 @@ def make_adapters() -> dict[str, tuple[Path, str]]:
 
 
 def install_native_files(library: Path, package_dir: Path) -> None:
-    """Copies libopforge into package_dir/lib and opforge.h into package_dir/include.
+    """Copies libopforge into package_dir/lib and the public headers into package_dir/include.
 
     The library is copied once, under its soname (what the loader looks for).
     Next to it, ``libopforge.so`` is a one-line GNU ld linker script naming it,
@@ -156,7 +156,7 @@ def install_native_files(library: Path, package_dir: Path) -> None:
     (lib_dir / "adapters.json").write_text(json.dumps(versions, indent=1, sort_keys=True) + "\n")
     include_dir = package_dir / "include"
     include_dir.mkdir(parents=True, exist_ok=True)
-    for header in sorted(HEADER.parent.glob("opforge*.h")):  # opforge.h and the headers it includes
+    for header in sorted(HEADER.parent.glob("*.h")):  # opforge.h and the headers it includes
         shutil.copy2(header, include_dir / header.name)
     sources_dir = package_dir / "adapters"  # for adapters built at first import
     shutil.rmtree(sources_dir, ignore_errors=True)

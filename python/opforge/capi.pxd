@@ -173,11 +173,17 @@ cdef extern from "opforge.h" nogil:
 
     ctypedef void (*opf_eltwise_fn)(int64_t n, const void *const *inp, void *const *out, const opf_attr_value *attrs)
 
+    # Opaque here: defined for CUDA C++ only (opforge_cuda.h).
+    cdef struct opf_cuda_eltwise_launch
+
+    ctypedef int (*opf_cuda_eltwise_fn)(const opf_cuda_eltwise_launch *launch)
+
     ctypedef struct opf_eltwise_kernel:
         int32_t num_inputs
         int32_t num_outputs
         opf_eltwise_fn f32[OPF_NUM_VARIANTS]
         opf_eltwise_fn f64[OPF_NUM_VARIANTS]
+        opf_cuda_eltwise_fn cuda
 
     ctypedef struct opf_row_args:
         const void *inp "in"[OPF_MAX_ARGS]

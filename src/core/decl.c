@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_kernels.h"
 #include "error.h"
 
 enum {
@@ -520,6 +521,13 @@ static int opf_kind_rules(opf_parser *p, opf_op_def *row, const opf_parsed *pars
         row->compute = decl->compute;
     }
     row->compute_cuda = decl->compute_cuda;
+#ifdef OPF_HAVE_CUDA
+    /* An authored elementwise kernel compiled by nvcc: the row runs its CUDA
+     * build (opf_op_run_cuda), and says so to the adapters. */
+    if (row->compute_cuda == NULL && row->eltwise != NULL && row->eltwise->cuda != NULL) {
+        row->compute_cuda = opf_cuda_eltwise_compute;
+    }
+#endif
     return 1;
 }
 

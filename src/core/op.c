@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda_kernels.h"
 #include "engines.h"
 #include "error.h"
 #include "tensor.h"
@@ -436,14 +437,26 @@ opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs
     if (op == NULL) {
         return opf_fail(OPF_E_INVALID, "opf_op_run_cuda", "op is NULL");
     }
-    if (op->compute_cuda == NULL) {
+    /* The row's own CUDA kernel, or else its eltwise kernel's CUDA build (a
+     * declared row names it by opf_cuda_eltwise_compute). */
+    int eltwise = 0;
+#ifdef OPF_HAVE_CUDA
+    eltwise = op->eltwise != NULL && op->eltwise->cuda != NULL &&
+              (op->compute_cuda == NULL || op->compute_cuda == opf_cuda_eltwise_compute);
+#endif
+    if (op->compute_cuda == NULL && !eltwise) {
         return opf_fail(OPF_E_UNSUPPORTED, opf_label(op), "this op has no CUDA kernel%s",
                         opf_cuda_device_count() == 0 ? " (or this library was built without CUDA)" : "");
     }
     opf_call call;
     opf_status st = opf_call_prepare(&call, op, inputs, outputs, attrs, OPF_DEVICE_CUDA);
     if (st == OPF_OK) {
+#ifdef OPF_HAVE_CUDA
+        st = eltwise ? opf_cuda_eltwise_run(opf_label(op), op, call.inputs, call.outputs, call.attrs, stream)
+                     : op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
+#else
         st = op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
+#endif
         if (st != OPF_OK) {
             opf_error_attribute(st, opf_label(op));
         }

@@ -6,8 +6,7 @@
  *   - opf_cuda_fail / opf_cuda_check_launch: CUDA errors as opforge statuses;
  *   - opf_scratch: stream-ordered temporary buffers (from opforge's pool of
  *     the device, pool.h, on the stream; cudaFreeAsync on scope exit: no
- *     synchronization);
- *   - opf_cuda_eltwise_enqueue: the elementwise engine, for dense_grad's mask.
+ *     synchronization).
  *
  * Every launch goes to the caller's stream; nothing here synchronizes.
  */
@@ -139,14 +138,5 @@ static inline unsigned opf_cuda_blocks(int64_t work, int64_t per_block, int sms)
     }
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
-
-/* The elementwise ops (the kinds of opf_cuda_eltwise_enqueue). */
-enum opf_ew_kind { OPF_EW_RELU = 0, OPF_EW_RELU_GRAD = 1, OPF_EW_SCALE = 2, OPF_EW_ADD = 3 };
-
-/* y = kind(a[, b]) elementwise on `stream`, `device` already current. Unary
- * kinds ignore b; relu_grad takes a = dy, b = x; scale takes alpha. Tensors
- * have y's shape and dtype, any strides; y may alias an input exactly. */
-opf_status opf_cuda_eltwise_enqueue(const char *op, int kind, const opf_tensor *a, const opf_tensor *b,
-                                    const opf_tensor *y, double alpha, cudaStream_t stream, int device);
 
 #endif

@@ -25,7 +25,7 @@
  * return 0 there. tests/cuda/test_cuda.c accepts either and reports which.
  *
  * dense_grad: dz = relu_grad(dy, y) into scratch when activation is relu
- * (the elementwise kernel), dx = dz·wᵀ and dw = xᵀ·dz by the same GEMM
+ * (the relu_grad row's CUDA build, by the elementwise engine), dx = dz·wᵀ and dw = xᵀ·dz by the same GEMM
  * path (no epilogue), db = column sums of dz by a deterministic two-pass
  * kernel that accumulates in double (row chunks of 256, then the chunks in
  * order; no atomics). Any of dx, dw, db may be absent.
@@ -42,6 +42,9 @@
 #include "cublaslt.h"
 #include "cuda_kernels.h"
 #include "cuda_util.h"
+extern "C" {
+#include "ops.h"
+}
 
 namespace {
 
@@ -576,7 +579,12 @@ opf_status opf_dense_grad_typed(const opf_tensor *const *in, const opf_tensor *c
         tz.shape = shape;
         tz.strides = NULL;
         tz.byte_offset = 0;
-        st = opf_cuda_eltwise_enqueue(cx.op, OPF_EW_RELU_GRAD, dy, y, &tz, 0.0, cx.stream, cx.device);
+        const opf_op_def *mask = opf_builtin_row(OPF_ROW_relu_grad);
+        if (mask == NULL) {
+            return opf_fail(OPF_E_INTERNAL, cx.op, "the built-in relu_grad row is missing");
+        }
+        const opf_tensor *mask_in[2] = {dy, y}, *mask_out[1] = {&tz};
+        st = opf_cuda_eltwise_run(cx.op, mask, mask_in, mask_out, NULL, cx.stream);
         if (st != OPF_OK) {
             return st;
         }

@@ -1,13 +1,19 @@
 /*
- * cuda_kernels.h — the CUDA compute functions of the built-in rows
- * (src/cuda/eltwise.cu, dense.cu), and OPF_CUDA_KERNEL(fn) for a row's `.compute_cuda`:
+ * cuda_kernels.h — the CUDA compute functions of the built-in rows that are
+ * not elementwise (src/cuda/dense.cu), the CUDA elementwise engine
+ * (src/cuda/eltwise.cu), and OPF_CUDA_KERNEL(fn) for a row's `.compute_cuda`:
  * `fn` in a CUDA build (OPF_HAVE_CUDA defined by cuda.mk), NULL otherwise
  * (no nvcc, `make CUDA=0`, or the CPU-only sanitizer build), so the rows
  * compile and link either way.
  *
- * Each function has the opf_cuda_compute_fn contract (opforge.h): it is called
- * by opf_op_run_cuda after validation, with every tensor on one CUDA device; it
- * only enqueues work on `stream` (a cudaStream_t), never synchronizes.
+ * The elementwise built-ins name no CUDA function: their OPF_ELTWISE_KERNEL
+ * definitions (src/ops/eltwise.c, compiled by nvcc in a CUDA build) carry
+ * their CUDA builds, which the engine runs.
+ *
+ * Each compute function has the opf_cuda_compute_fn contract (opforge.h): it
+ * is called by opf_op_run_cuda after validation, with every tensor on one
+ * CUDA device; it only enqueues work on `stream` (a cudaStream_t), never
+ * synchronizes.
  */
 #ifndef OPF_OPS_CUDA_KERNELS_H
 #define OPF_OPS_CUDA_KERNELS_H
@@ -24,17 +30,16 @@
 extern "C" {
 #endif
 
-/* src/cuda/eltwise.cu */
-opf_status opf_cuda_relu_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
-                                 const opf_attr_value *attrs, void *stream);
-opf_status opf_cuda_relu_inplace_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
-                                         const opf_attr_value *attrs, void *stream);
-opf_status opf_cuda_relu_grad_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
-                                      const opf_attr_value *attrs, void *stream);
-opf_status opf_cuda_scale_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
-                                  const opf_attr_value *attrs, void *stream);
-opf_status opf_cuda_add_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
-                                const opf_attr_value *attrs, void *stream);
+/* src/cuda/eltwise.cu: runs the CUDA build of op->eltwise (op->eltwise->cuda)
+ * on a validated call: the operands are the inputs, then the outputs (or the
+ * inputs written in place); errors are reported for `label`. */
+opf_status opf_cuda_eltwise_run(const char *label, const opf_op_def *op, const opf_tensor *const *inputs,
+                                const opf_tensor *const *outputs, const opf_attr_value *attrs, void *stream);
+/* The compute_cuda of a row whose CUDA path is its eltwise kernel's CUDA
+ * build (set when a declaration is resolved): opf_op_run_cuda recognizes it
+ * and calls opf_cuda_eltwise_run with the row instead. */
+opf_status opf_cuda_eltwise_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                    const opf_attr_value *attrs, void *stream);
 
 /* src/cuda/dense.cu */
 opf_status opf_cuda_dense_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,

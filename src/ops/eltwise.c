@@ -2,10 +2,21 @@
  * eltwise.c — the elementwise built-ins: relu, relu_ (in place), relu_grad,
  * scale, add. Each is the math of one element (OPF_ELTWISE_KERNEL) and a
  * declaration, exactly what a user writes for an op of their own; opforge's
- * elementwise engine does strides, in place, threads and the per-ISA builds.
+ * elementwise engines do strides, in place, threads and the per-ISA builds.
+ *
+ * Like a user's file of ops, this file is C that also compiles as CUDA C++:
+ * in a CUDA build (cuda.mk) nvcc compiles it, and each kernel below then
+ * also has its CUDA build, generated from the same line. Adding an
+ * elementwise built-in touches no CUDA file.
  */
 #include "cuda_kernels.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 #include "ops.h"
+#ifdef __cplusplus
+}
+#endif
 
 /* NaN stays NaN; a denormal x gives 0 where the caller runs with denormals as
  * zero (XLA does), as the frameworks' own relu does. */
@@ -17,10 +28,9 @@ OPF_ELTWISE_KERNEL(add, (a, b), (y), y = a + b;)
 const opf_op_decl opf_decl_relu = {
     "relu(x) -> y",
     .doc = "Rectified linear unit: y = max(x, 0), elementwise. NaN stays NaN.",
-    .arg_docs = "x: input tensor, any shape; y: max(x, 0), the shape of x",
     .grad = "dx = relu_grad(dy, x)",
+    .arg_docs = "x: input tensor, any shape; y: max(x, 0), the shape of x",
     .eltwise = &relu,
-    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_relu_compute),
 };
 
 const opf_op_decl opf_decl_relu_ = {
@@ -28,57 +38,58 @@ const opf_op_decl opf_decl_relu_ = {
     .doc = "In-place rectified linear unit: x = max(x, 0), elementwise. NaN stays NaN.",
     .arg_docs = "x: tensor overwritten with max(x, 0)",
     .eltwise = &relu,
-    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_relu_inplace_compute),
 };
 
 const opf_op_decl opf_decl_relu_grad = {
     "relu_grad(dy, x) -> dx",
     .doc = "Gradient of relu: dx = dy where x > 0, else 0 (a NaN x passes dy, as in PyTorch).",
-    .arg_docs = "dy: gradient of relu's output; x: relu's input (or output); dx: gradient of relu's input",
     /* Linear in dy with the same mask: its own gradient. */
     .grad = "ddy = relu_grad(ddx, x)",
+    .arg_docs = "dy: gradient of relu's output; x: relu's input (or output); dx: gradient of relu's input",
     .eltwise = &relu_grad,
-    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_relu_grad_compute),
 };
 
 const opf_op_decl opf_decl_scale = {
     "scale(x, *, alpha: float = 1) -> y",
     .doc = "Scale by a constant: y = alpha * x, computed in x's dtype.",
-    .arg_docs = "x: input tensor, any shape; alpha: the factor; y: alpha * x",
     .grad = "dx = scale(dy)", /* d(alpha x)/dx = alpha */
+    .arg_docs = "x: input tensor, any shape; alpha: the factor; y: alpha * x",
     .eltwise = &scale,
-    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_scale_compute),
 };
 
 const opf_op_decl opf_decl_add = {
     "add(a, b) -> y",
     .doc = "Elementwise sum of two tensors of the same shape: y = a + b. No broadcasting.",
-    .arg_docs = "a: first addend; b: second addend, the shape of a; y: a + b",
     .grad = "da = dy; db = dy",
+    .arg_docs = "a: first addend; b: second addend, the shape of a; y: a + b",
     .eltwise = &add,
-    .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_add_compute),
 };
 
 /* --- typed entry points -------------------------------------------------------- */
 
 opf_status opf_relu(const opf_tensor *x, const opf_tensor *y) {
-    return opf_op_run(opf_builtin_row(OPF_ROW_relu), (const opf_tensor *[]){x}, (const opf_tensor *[]){y}, NULL);
+    const opf_tensor *in[] = {x}, *out[] = {y};
+    return opf_op_run(opf_builtin_row(OPF_ROW_relu), in, out, NULL);
 }
 
 opf_status opf_relu_(const opf_tensor *x) {
-    return opf_op_run(opf_builtin_row(OPF_ROW_relu_), (const opf_tensor *[]){x}, NULL, NULL);
+    const opf_tensor *in[] = {x};
+    return opf_op_run(opf_builtin_row(OPF_ROW_relu_), in, NULL, NULL);
 }
 
 opf_status opf_relu_grad(const opf_tensor *dy, const opf_tensor *x, const opf_tensor *dx) {
-    return opf_op_run(opf_builtin_row(OPF_ROW_relu_grad), (const opf_tensor *[]){dy, x}, (const opf_tensor *[]){dx},
-                      NULL);
+    const opf_tensor *in[] = {dy, x}, *out[] = {dx};
+    return opf_op_run(opf_builtin_row(OPF_ROW_relu_grad), in, out, NULL);
 }
 
 opf_status opf_scale(const opf_tensor *x, double alpha, const opf_tensor *y) {
-    return opf_op_run(opf_builtin_row(OPF_ROW_scale), (const opf_tensor *[]){x}, (const opf_tensor *[]){y},
-                      (const opf_attr_value[]){{.f = alpha}});
+    const opf_tensor *in[] = {x}, *out[] = {y};
+    opf_attr_value attrs[1];
+    attrs[0].f = alpha;
+    return opf_op_run(opf_builtin_row(OPF_ROW_scale), in, out, attrs);
 }
 
 opf_status opf_add(const opf_tensor *a, const opf_tensor *b, const opf_tensor *y) {
-    return opf_op_run(opf_builtin_row(OPF_ROW_add), (const opf_tensor *[]){a, b}, (const opf_tensor *[]){y}, NULL);
+    const opf_tensor *in[] = {a, b}, *out[] = {y};
+    return opf_op_run(opf_builtin_row(OPF_ROW_add), in, out, NULL);
 }

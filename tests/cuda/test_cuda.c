@@ -4,26 +4,32 @@
  * the CPU path is tested against independent scalar references elsewhere, so
  * it is the reference here.
  *
- *   elementwise (relu, relu_, relu_grad, scale, add): bit-identical results
- *     (NaN-aware: any NaN matches any NaN, since GPU arithmetic returns the
- *     canonical NaN) on special values (NaN, +-Inf, +-0, denormals), sizes 0,
- *     1, 7, 17, 1000, 2^20 + 3, 0-d and rank 16, contiguous (vector and
- *     scalar paths: base addresses shifted by 1..3 elements), strided views
- *     (transposed, every other element, negative, zero-stride inputs,
- *     byte_offset), strided outputs, exact in place; guard bytes around every
- *     view untouched, inputs unmodified;
+ *   elementwise (relu, relu_, relu_grad, scale, add, and the ops of a
+ *     user's file compiled by nvcc, tests/cuda/user_ops.c: two inputs and
+ *     two outputs, in place, a helper function): the CUDA builds generated
+ *     from the kernels' definitions give bit-identical results (NaN-aware:
+ *     any NaN matches any NaN, since GPU arithmetic returns the canonical
+ *     NaN) on special values (NaN, +-Inf, +-0, denormals), sizes 0, 1, 7, 17,
+ *     1000, 2^20 + 3, 0-d and rank 16, contiguous (vector and scalar paths:
+ *     base addresses shifted by 1..3 elements), strided views (transposed,
+ *     every other element, negative, zero-stride inputs, byte_offset),
+ *     strided outputs, exact in place (onto either input, or both outputs
+ *     onto both inputs); guard bytes around every view untouched, inputs
+ *     unmodified; a tensor of more than 2^32 elements (64-bit indexing);
  *   dense / dense_grad: within a forward error bound of the GEMMs, shapes
  *     with K = 0, N = 1, M = 1, 129x65x33 and larger, with and without bias
  *     and relu, transposed / strided / misaligned operands, strided outputs,
  *     dense_grad with any subset of dx, dw, db; NaN and Inf inputs;
- *   streams: the ops are captured into a CUDA graph on the test's stream
+ *   streams: the ops (built-in and user) are captured into a CUDA graph on the test's stream
  *     (global capture mode fails on any launch to the legacy default stream
  *     or any synchronization), replayed, and checked;
  *   errors: a CPU tensor or two device ids -> OPF_E_DEVICE; a device id that
  *     does not exist -> OPF_E_DEVICE; the caller's current device restored.
  *
- * Without a CUDA device (or in a build without CUDA) it prints SKIP and
- * exits 0.
+ * Without a CUDA device it checks only what needs none (the built-ins and
+ * the user's kernels have CUDA builds; the nvcc-compiled CPU builds of the
+ * user's kernels match C references), prints SKIP and exits 0; in a build
+ * without CUDA it only prints SKIP.
  */
 #include <math.h>
 #include <stdio.h>
@@ -40,6 +46,9 @@ static int device_count;
 /* OPFORGE_TEST_QUICK=1: a reduced set (for compute-sanitizer, which makes
  * every launch and API call much slower). */
 static int quick;
+/* Run by the CUDA emulator (make test-cuda-emu: tests/cuda/emulate), which
+ * has the elementwise path only: no cuBLASLt, so no dense. */
+static int emulated;
 
 #define CUDA_OK(call)                                                                                                  \
     do {                                                                                                               \
@@ -169,13 +178,14 @@ static const ew_shape ew_shapes[] = {
     {16, {2, 1, 3, 1, 2, 1, 1, 2, 1, 1, 1, 2, 1, 1, 1, 3}, 0},
 };
 
-/* Layout, byte_offset (elements) and device shift of the operands. */
+/* Layout, byte_offset (elements) and device shift of the operands: inputs
+ * a and b, and every output not written onto an input (y). */
 typedef struct ew_config {
     const char *name;
     tv_layout a, b, y;
     int offset;
     int shift_a, shift_b, shift_y;
-    int inplace; /* 1: y is a (exact alias); 2: y is b */
+    int inplace; /* 1: output 0 is a (exact alias); 2: output 0 is b; 3: output j is input j */
 } ew_config;
 
 static const ew_config ew_configs[] = {
@@ -193,131 +203,307 @@ static const ew_config ew_configs[] = {
     {"inplace-misaligned", TV_CONTIG, TV_CONTIG, TV_CONTIG, 0, 1, 0, 0, 1},
     {"inplace-step2", TV_STEP2, TV_NEGATIVE, TV_STEP2, 0, 0, 0, 0, 1},
     {"inplace-into-b", TV_TRANSPOSED, TV_NEGATIVE, TV_NEGATIVE, 0, 0, 0, 0, 2},
+    {"inplace-both-contiguous", TV_CONTIG, TV_CONTIG, TV_CONTIG, 0, 0, 0, 0, 3},
+    {"inplace-both-strided", TV_NEGATIVE, TV_TRANSPOSED, TV_CONTIG, 1, 0, 0, 0, 3},
 };
 
-enum { EW_RELU, EW_RELU_INPLACE, EW_RELU_GRAD, EW_SCALE, EW_ADD, EW_COUNT };
-static const char *const ew_rows[EW_COUNT] = {"relu", "relu_", "relu_grad", "scale", "add"};
-static const double scale_alphas[] = {2.0, -0.3, 1e30};
+/* An elementwise row as its kernel sees it: num_in inputs (a, then b) and
+ * num_out outputs, which a row without outputs writes onto input 0. */
+typedef struct ew_row {
+    const opf_op_def *op;
+    int num_in, num_out;
+    int mutated;
+} ew_row;
 
-static int ew_config_applies(int kind, const ew_config *c, int big) {
-    int binary = kind == EW_RELU_GRAD || kind == EW_ADD;
+static ew_row ew_row_of(const opf_op_def *op) {
+    ew_row e = {op, (int)op->num_inputs, (int)op->num_outputs, 0};
+    if (op->num_outputs == 0) {
+        e.num_out = 1;
+        e.mutated = 1;
+    }
+    return e;
+}
+
+static tv_layout ew_input_layout(const ew_config *c, int i) { return i == 0 ? c->a : c->b; }
+
+/* The input that output j is written onto, or -1 for a separate view. */
+static int ew_alias(const ew_row *e, const ew_config *c, int j) {
+    if (e->mutated || (c->inplace == 1 && j == 0)) {
+        return 0;
+    }
+    if (c->inplace == 2 && j == 0) {
+        return 1;
+    }
+    return c->inplace == 3 ? j : -1;
+}
+
+static int ew_config_applies(const ew_row *e, const ew_config *c, int big) {
     int few = c == &ew_configs[0] || c == &ew_configs[1] || c == &ew_configs[6] || c == &ew_configs[10];
     if ((big && (quick || !few)) || (quick && !few)) {
         return 0;
     }
-    if (kind == EW_RELU_INPLACE) { /* x is written: no broadcast, no separate output */
+    if (e->mutated) { /* input 0 is written: in place on it only */
         return c->inplace == 1 && c->a != TV_BROADCAST;
     }
-    if (c->inplace == 2 && !binary) {
+    if ((c->inplace == 2 && e->num_in < 2) || (c->inplace == 3 && (e->num_out < 2 || e->num_in < e->num_out))) {
         return 0;
     }
-    if (c->inplace == 1 && c->a == TV_BROADCAST) {
-        return 0;
-    }
-    if (c->inplace == 2 && c->b == TV_BROADCAST) {
-        return 0;
+    for (int j = 0; j < e->num_out; j++) { /* a broadcast input cannot be written */
+        int i = ew_alias(e, c, j);
+        if (i >= 0 && ew_input_layout(c, i) == TV_BROADCAST) {
+            return 0;
+        }
     }
     return 1;
 }
 
-/* One op, dtype, shape and configuration: GPU vs CPU. */
-static void ew_case(int kind, opf_dtype dt, const ew_shape *s, const ew_config *c, double alpha, rng *r) {
-    const opf_op_def *op = row(ew_rows[kind]);
-    const int binary = kind == EW_RELU_GRAD || kind == EW_ADD;
+/* One row, dtype, shape, configuration and set of attributes: GPU vs CPU,
+ * every output (or input written in place), the guard bytes around every
+ * view, and the inputs not written left alone. */
+static void ew_case(const ew_row *e, opf_dtype dt, const ew_shape *s, const ew_config *c, const opf_attr_value *attrs,
+                    const char *attrs_str, rng *r) {
     char ctx[256], shape_str[128];
-    snprintf(ctx, sizeof ctx, "%s %s %s %s alpha=%g", ew_rows[kind], dtype_str(dt),
-             fmt_shape(shape_str, sizeof shape_str, s->ndim, s->shape), c->name, alpha);
+    snprintf(ctx, sizeof ctx, "%s %s %s %s%s", e->op->name, dtype_str(dt),
+             fmt_shape(shape_str, sizeof shape_str, s->ndim, s->shape), c->name, attrs_str);
 
-    dview a, b, y;
-    dv_make(&a, dt, s->ndim, s->shape, c->a, c->offset, c->shift_a);
-    tv_fill(&a.h, r, 1, NULL);
-    if (binary) {
-        dv_make(&b, dt, s->ndim, s->shape, c->b, c->offset, c->shift_b);
-        tv_fill(&b.h, r, 1, NULL);
+    dview in[2], out[2], *written[2];
+    unsigned char *snap[2] = {NULL, NULL};
+    int is_written[2] = {0, 0};
+    for (int i = 0; i < e->num_in; i++) {
+        dv_make(&in[i], dt, s->ndim, s->shape, ew_input_layout(c, i), c->offset, i == 0 ? c->shift_a : c->shift_b);
+        tv_fill(&in[i].h, r, 1, NULL);
     }
-    const int separate_y = c->inplace == 0 && kind != EW_RELU_INPLACE;
-    if (separate_y) {
-        dv_make(&y, dt, s->ndim, s->shape, c->y, c->offset, c->shift_y);
+    for (int j = 0; j < e->num_out; j++) {
+        int i = ew_alias(e, c, j);
+        if (i >= 0) {
+            written[j] = &in[i];
+            is_written[i] = 1;
+        } else {
+            dv_make(&out[j], dt, s->ndim, s->shape, c->y, c->offset, c->shift_y);
+            dv_upload(&out[j]);
+            written[j] = &out[j];
+        }
     }
-    dview *out = separate_y ? &y : (c->inplace == 2 ? &b : &a);
-    dv_upload(&a);
-    if (binary) {
-        dv_upload(&b);
-    }
-    if (separate_y) {
-        dv_upload(&y);
-    }
-    /* Snapshots of the inputs that must not change. */
-    unsigned char *snap_a = xmalloc(a.h.alloc_bytes), *snap_b = binary ? xmalloc(b.h.alloc_bytes) : NULL;
-    memcpy(snap_a, a.h.alloc, a.h.alloc_bytes);
-    if (binary) {
-        memcpy(snap_b, b.h.alloc, b.h.alloc_bytes);
+    for (int i = 0; i < e->num_in; i++) {
+        dv_upload(&in[i]);
+        if (!is_written[i]) { /* must not change */
+            snap[i] = xmalloc(in[i].h.alloc_bytes);
+            memcpy(snap[i], in[i].h.alloc, in[i].h.alloc_bytes);
+        }
     }
 
-    const opf_tensor *gin[2] = {&a.t, binary ? &b.t : NULL}, *hin[2] = {&a.h.t, binary ? &b.h.t : NULL};
-    const opf_tensor *gout[1] = {&out->t}, *hout[1] = {&out->h.t};
-    opf_attr_value attrs[1] = {{.f = alpha}};
-    opf_status gst = opf_op_run_cuda(op, gin, kind == EW_RELU_INPLACE ? NULL : gout, attrs, stream);
+    const opf_tensor *gin[2] = {NULL, NULL}, *hin[2] = {NULL, NULL}, *gout[2] = {NULL, NULL}, *hout[2] = {NULL, NULL};
+    for (int i = 0; i < e->num_in; i++) {
+        gin[i] = &in[i].t;
+        hin[i] = &in[i].h.t;
+    }
+    for (int j = 0; j < e->num_out; j++) {
+        gout[j] = &written[j]->t;
+        hout[j] = &written[j]->h.t;
+    }
+    opf_status gst = opf_op_run_cuda(e->op, gin, e->mutated ? NULL : gout, attrs, stream);
     char msg[512];
     last_error_copy(msg, sizeof msg);
-    opf_status cst = opf_op_run(op, hin, kind == EW_RELU_INPLACE ? NULL : hout, attrs);
+    opf_status cst = opf_op_run(e->op, hin, e->mutated ? NULL : hout, attrs);
     CHECK(cst == OPF_OK, "%s: CPU status %s (%s)", ctx, opf_status_name(cst), opf_last_error());
     if (CHECK(gst == OPF_OK, "%s: GPU status %s (%s)", ctx, opf_status_name(gst), msg)) {
         sync_stream();
-        size_t n = out->h.numel, elem = out->h.elem;
-        unsigned char *got = xcalloc(n, elem), *want = xcalloc(n, elem);
-        tview back = dv_download(out);
-        tv_gather(&back, got);
-        tv_gather(&out->h, want);
-        check_same_nan_aware(got, want, n, elem, ctx);
-        CHECK_TV_GUARDS(&back, "%s: output", ctx);
-        if (out != &a) {
-            tview ba = dv_download(&a);
-            CHECK_SAME_BITS(ba.alloc, snap_a, a.h.alloc_bytes, 1, "%s: input a modified", ctx);
+        for (int j = 0; j < e->num_out; j++) {
+            dview *w = written[j];
+            size_t n = w->h.numel, elem = w->h.elem;
+            unsigned char *got = xcalloc(n, elem), *want = xcalloc(n, elem);
+            tview back = dv_download(w);
+            tv_gather(&back, got);
+            tv_gather(&w->h, want);
+            char octx[300];
+            snprintf(octx, sizeof octx, "%s: output %d", ctx, j);
+            check_same_nan_aware(got, want, n, elem, octx);
+            CHECK_TV_GUARDS(&back, "%s", octx);
+            free(got);
+            free(want);
         }
-        if (binary && out != &b) {
-            tview bb = dv_download(&b);
-            CHECK_SAME_BITS(bb.alloc, snap_b, b.h.alloc_bytes, 1, "%s: input b modified", ctx);
+        for (int i = 0; i < e->num_in; i++) {
+            if (snap[i] != NULL) {
+                tview b = dv_download(&in[i]);
+                CHECK_SAME_BITS(b.alloc, snap[i], in[i].h.alloc_bytes, 1, "%s: input %d modified", ctx, i);
+            }
         }
-        free(got);
-        free(want);
     }
-    free(snap_a);
-    free(snap_b);
-    dv_free(&a);
-    if (binary) {
-        dv_free(&b);
+    for (int i = 0; i < e->num_in; i++) {
+        free(snap[i]);
+        dv_free(&in[i]);
     }
-    if (separate_y) {
-        dv_free(&y);
+    for (int j = 0; j < e->num_out; j++) {
+        if (written[j] == &out[j]) {
+            dv_free(&out[j]);
+        }
     }
 }
 
-static void test_eltwise_kind(int kind) {
-    rng r = rng_seed(1000 + (uint64_t)kind);
+/* Every shape and configuration of an elementwise row, for each set of
+ * attributes (num_attr_sets sets of op->num_attrs values; none: defaults). */
+static void test_eltwise_row(const opf_op_def *op, const opf_attr_value *attr_sets, int num_attr_sets, uint64_t seed) {
+    const ew_row e = ew_row_of(op);
+    rng r = rng_seed(seed);
+    const int sets = num_attr_sets > 0 ? num_attr_sets : 1;
     for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
         for (size_t si = 0; si < sizeof ew_shapes / sizeof ew_shapes[0]; si++) {
             for (size_t ci = 0; ci < sizeof ew_configs / sizeof ew_configs[0]; ci++) {
-                if (!ew_config_applies(kind, &ew_configs[ci], ew_shapes[si].big)) {
+                if (!ew_config_applies(&e, &ew_configs[ci], ew_shapes[si].big)) {
                     continue;
                 }
-                if (kind == EW_SCALE) {
-                    for (size_t k = 0; k < sizeof scale_alphas / sizeof scale_alphas[0]; k++) {
-                        ew_case(kind, dtypes[d], &ew_shapes[si], &ew_configs[ci], scale_alphas[k], &r);
+                for (int k = 0; k < sets; k++) {
+                    const opf_attr_value *attrs = num_attr_sets > 0 ? attr_sets + k * op->num_attrs : NULL;
+                    char attrs_str[96] = "";
+                    for (int32_t a = 0; attrs != NULL && a < op->num_attrs; a++) {
+                        size_t len = strlen(attrs_str);
+                        snprintf(attrs_str + len, sizeof attrs_str - len, " %s=%g", op->attrs[a].name, attrs[a].f);
                     }
-                } else {
-                    ew_case(kind, dtypes[d], &ew_shapes[si], &ew_configs[ci], 0.0, &r);
+                    ew_case(&e, dtypes[d], &ew_shapes[si], &ew_configs[ci], attrs, attrs_str, &r);
                 }
             }
         }
     }
 }
 
-TEST(test_relu) { test_eltwise_kind(EW_RELU); }
-TEST(test_relu_inplace) { test_eltwise_kind(EW_RELU_INPLACE); }
-TEST(test_relu_grad) { test_eltwise_kind(EW_RELU_GRAD); }
-TEST(test_scale) { test_eltwise_kind(EW_SCALE); }
-TEST(test_add) { test_eltwise_kind(EW_ADD); }
+TEST(test_relu) { test_eltwise_row(row("relu"), NULL, 0, 1000); }
+TEST(test_relu_inplace) { test_eltwise_row(row("relu_"), NULL, 0, 1001); }
+TEST(test_relu_grad) { test_eltwise_row(row("relu_grad"), NULL, 0, 1002); }
+TEST(test_scale) {
+    static const opf_attr_value alphas[] = {{.f = 2.0}, {.f = -0.3}, {.f = 1e30}};
+    test_eltwise_row(row("scale"), alphas, 3, 1003);
+}
+TEST(test_add) { test_eltwise_row(row("add"), NULL, 0, 1004); }
+
+/* More than 2^32 elements (the strided path's 64-bit index arithmetic): a
+ * broadcast row into a [65537, 65536] float32 output (16 GiB), checked on the
+ * rows around element 2^32. Skipped in the quick set or without the memory. */
+TEST(test_relu_huge) {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_OK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const int64_t rows = 65537, cols = 65536;
+    const size_t out_bytes = (size_t)rows * (size_t)cols * sizeof(float);
+    if (quick || free_bytes < out_bytes + ((size_t)2 << 30)) {
+        printf("  (test_relu_huge skipped: %s)\n", quick ? "quick set" : "not enough device memory");
+        return;
+    }
+    float *h_x = xmalloc((size_t)cols * sizeof(float)), *h_y = xmalloc((size_t)cols * sizeof(float));
+    rng r = rng_seed(77);
+    fill_special_f32(&r, h_x, (size_t)cols);
+    float *d_x, *d_y;
+    CUDA_OK(cudaMalloc((void **)&d_x, (size_t)cols * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&d_y, out_bytes));
+    CUDA_OK(cudaMemcpy(d_x, h_x, (size_t)cols * sizeof(float), cudaMemcpyHostToDevice));
+    int64_t shape[2] = {rows, cols}, x_strides[2] = {0, 1};
+    opf_tensor x = {d_x, {OPF_DEVICE_CUDA, 0}, 2, OPF_F32, shape, x_strides, 0};
+    opf_tensor y = {d_y, {OPF_DEVICE_CUDA, 0}, 2, OPF_F32, shape, NULL, 0};
+    opf_status st = opf_op_run_cuda(row("relu"), (const opf_tensor *[]){&x}, (const opf_tensor *[]){&y}, NULL, stream);
+    if (CHECK(st == OPF_OK, "relu [65537, 65536]: %s (%s)", opf_status_name(st), opf_last_error())) {
+        sync_stream();
+        float *want = xmalloc((size_t)cols * sizeof(float));
+        int64_t hx[1] = {cols};
+        opf_tensor cx = opf_tensor_make(h_x, OPF_F32, 1, hx), cy = opf_tensor_make(want, OPF_F32, 1, hx);
+        CHECK(opf_relu(&cx, &cy) == OPF_OK, "CPU relu: %s", opf_last_error());
+        static const int64_t check_rows[] = {0, 1, 65535, 65536};
+        for (size_t k = 0; k < sizeof check_rows / sizeof check_rows[0]; k++) {
+            CUDA_OK(cudaMemcpy(h_y, d_y + check_rows[k] * cols, (size_t)cols * sizeof(float), cudaMemcpyDeviceToHost));
+            char ctx[64];
+            snprintf(ctx, sizeof ctx, "relu [65537, 65536] row %lld", (long long)check_rows[k]);
+            check_same_nan_aware(h_y, want, (size_t)cols, sizeof(float), ctx);
+        }
+        free(want);
+    }
+    CUDA_OK(cudaFree(d_x));
+    CUDA_OK(cudaFree(d_y));
+    free(h_x);
+    free(h_y);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A user's file of ops, compiled by nvcc (tests/cuda/user_ops.c)            */
+/* ------------------------------------------------------------------------ */
+
+const opf_op_table *opforge_op_table(void); /* OPF_EXPORT_OPS in user_ops.c */
+
+static const char *const user_cuda_rows[] = {"mix_max", "clamp_", "lerp_half"};
+
+static const opf_op_def *user_row(const char *name) {
+    const opf_op_table *t = opforge_op_table();
+    const opf_op_def *op = t != NULL ? opf_op_find(t, name) : NULL;
+    if (op == NULL) {
+        fprintf(stderr, "user row %s missing (%s)\n", name, opf_last_error());
+        exit(2);
+    }
+    return op;
+}
+
+TEST(test_user_mix_max) {
+    static const opf_attr_value w[] = {{.f = 0.25}, {.f = -3.5}, {.f = 1e30}};
+    test_eltwise_row(user_row("mix_max"), w, 3, 2000);
+}
+TEST(test_user_clamp_inplace) {
+    static const opf_attr_value lo_hi[] = {{.f = -1}, {.f = 1}, {.f = 0.5}, {.f = 3e38}};
+    test_eltwise_row(user_row("clamp_"), lo_hi, 2, 2001);
+}
+TEST(test_user_lerp_half) { test_eltwise_row(user_row("lerp_half"), NULL, 0, 2002); }
+
+/* The user's kernels enqueue on the given stream only (captured in global
+ * mode, as test_stream_capture does for the built-ins). */
+TEST(test_user_stream_capture) {
+    const opf_op_def *mix_max = user_row("mix_max"), *clamp = user_row("clamp_");
+    for (size_t d = 0; d < 2; d++) {
+        opf_dtype dt = dtypes[d];
+        int64_t shape[2] = {33, 65};
+        rng r = rng_seed(21);
+        dview a, b, mix, hi;
+        dv_make(&a, dt, 2, shape, TV_CONTIG, 0, 0);
+        dv_make(&b, dt, 2, shape, TV_TRANSPOSED, 0, 0);
+        dv_make(&mix, dt, 2, shape, TV_CONTIG, 0, 0);
+        dv_make(&hi, dt, 2, shape, TV_STEP2, 0, 0);
+        tv_fill(&a.h, &r, 1, NULL);
+        tv_fill(&b.h, &r, 1, NULL);
+        dview *all[] = {&a, &b, &mix, &hi};
+        for (int i = 0; i < 4; i++) {
+            dv_upload(all[i]);
+        }
+        opf_attr_value w[1] = {{.f = 0.75}}, lo_hi[2] = {{.f = -0.5}, {.f = 0.5}};
+        cudaGraph_t graph = NULL;
+        CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        opf_status st0 = opf_op_run_cuda(mix_max, (const opf_tensor *[]){&a.t, &b.t},
+                                         (const opf_tensor *[]){&mix.t, &hi.t}, w, stream);
+        opf_status st1 = opf_op_run_cuda(clamp, (const opf_tensor *[]){&hi.t}, NULL, lo_hi, stream);
+        cudaError_t err = cudaStreamEndCapture(stream, &graph);
+        CHECK(st0 == OPF_OK && st1 == OPF_OK, "%s: %s, %s (%s)", dtype_str(dt), opf_status_name(st0),
+              opf_status_name(st1), opf_last_error());
+        if (CHECK(err == cudaSuccess, "%s: stream capture failed: %s", dtype_str(dt), cudaGetErrorString(err))) {
+            cudaGraphExec_t exec;
+            CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+            CUDA_OK(cudaGraphLaunch(exec, stream));
+            sync_stream();
+            CUDA_OK(cudaGraphExecDestroy(exec));
+            CUDA_OK(cudaGraphDestroy(graph));
+            CHECK_OK(opf_op_run(mix_max, (const opf_tensor *[]){&a.h.t, &b.h.t},
+                                (const opf_tensor *[]){&mix.h.t, &hi.h.t}, w),
+                     "cpu mix_max");
+            CHECK_OK(opf_op_run(clamp, (const opf_tensor *[]){&hi.h.t}, NULL, lo_hi), "cpu clamp_");
+            dview *outs[] = {&mix, &hi};
+            for (int i = 0; i < 2; i++) {
+                tview back = dv_download(outs[i]);
+                unsigned char *got = xcalloc(back.numel, back.elem), *want = xcalloc(back.numel, back.elem);
+                tv_gather(&back, got);
+                tv_gather(&outs[i]->h, want);
+                check_same_nan_aware(got, want, back.numel, back.elem, i == 0 ? "captured mix" : "captured hi");
+                free(got);
+                free(want);
+            }
+        } else {
+            (void)cudaGetLastError();
+        }
+        for (int i = 0; i < 4; i++) {
+            dv_free(all[i]);
+        }
+    }
+}
 
 /* ------------------------------------------------------------------------ */
 /* Dense                                                                     */
@@ -843,7 +1029,7 @@ TEST(test_errors) {
     m1.t.device.id = m2.t.device.id = m3.t.device.id = device_count + 3;
     st =
         opf_op_run_cuda(dense, (const opf_tensor *[]){&m1.t, &m2.t, NULL}, (const opf_tensor *[]){&m3.t}, NULL, stream);
-    CHECK(st == OPF_E_DEVICE, "dense, missing device: %s (%s)", opf_status_name(st), opf_last_error());
+    CHECK(st == OPF_E_DEVICE || emulated, "dense, missing device: %s (%s)", opf_status_name(st), opf_last_error());
 
     /* the current device is restored (switching is only observable with two) */
     int before = -1, after = -1;
@@ -884,6 +1070,133 @@ TEST(test_rows_covered) {
         }
         CHECK(found, "row %s has a CUDA kernel that test_cuda.c does not test", t->ops[i]->name);
     }
+    const opf_op_table *u = opforge_op_table();
+    for (int64_t i = 0; u != NULL && i < u->num_ops; i++) {
+        int found = 0;
+        for (size_t j = 0; j < sizeof user_cuda_rows / sizeof user_cuda_rows[0]; j++) {
+            found = found || strcmp(user_cuda_rows[j], u->ops[i]->name) == 0;
+        }
+        CHECK(found == (u->ops[i]->compute_cuda != NULL), "user row %s: CUDA kernel %s, tested %s", u->ops[i]->name,
+              u->ops[i]->compute_cuda != NULL ? "yes" : "no", found ? "yes" : "no");
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Without a GPU: the CUDA builds exist, and the nvcc-compiled CPU builds of  */
+/* the user's kernels compute what C computes                                */
+/* ------------------------------------------------------------------------ */
+
+#define REF_MIX_MAX(T, a, b, w, mix, hi, n)                                                                            \
+    for (size_t i = 0; i < (n); i++) {                                                                                 \
+        (mix)[i] = (a)[i] + (T)(w) * ((b)[i] - (a)[i]);                                                                \
+        (hi)[i] = ((a)[i] > (b)[i] || (a)[i] != (a)[i]) ? (a)[i] : (b)[i];                                             \
+    }
+#define REF_LERP_HALF(T, a, b, y, n)                                                                                   \
+    for (size_t i = 0; i < (n); i++) {                                                                                 \
+        (y)[i] = (T)((double)(a)[i] + 0.5 * ((double)(b)[i] - (double)(a)[i]));                                        \
+    }
+#define REF_CLAMP(T, x, lo, hi, n)                                                                                     \
+    for (size_t i = 0; i < (n); i++) {                                                                                 \
+        (x)[i] = (x)[i] < (T)(lo) ? (T)(lo) : ((x)[i] > (T)(hi) ? (T)(hi) : (x)[i]);                                   \
+    }
+
+TEST(test_cuda_builds_present) {
+    static const char *const builtin[] = {"relu", "relu_", "relu_grad", "scale", "add"};
+    const opf_op_table *t = opf_builtin_ops();
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
+        const opf_op_def *op = opf_op_find(t, builtin[i]);
+        CHECK(op != NULL && op->eltwise != NULL && op->eltwise->cuda != NULL && op->compute_cuda != NULL,
+              "built-in %s: no CUDA build of its kernel", builtin[i]);
+    }
+    const opf_op_table *u = opforge_op_table();
+    if (!CHECK(u != NULL, "the user table does not resolve: %s", opf_last_error())) {
+        return;
+    }
+    CHECK_OK(opf_op_table_validate(u), "user table");
+    for (size_t i = 0; i < sizeof user_cuda_rows / sizeof user_cuda_rows[0]; i++) {
+        const opf_op_def *op = opf_op_find(u, user_cuda_rows[i]);
+        CHECK(op != NULL && op->eltwise != NULL && op->eltwise->cuda != NULL && op->compute_cuda != NULL,
+              "user row %s: no CUDA build of its kernel", user_cuda_rows[i]);
+    }
+    const opf_op_def *rowsum = opf_op_find(u, "rowsum");
+    CHECK(rowsum != NULL && rowsum->row != NULL && rowsum->compute_cuda == NULL, "user row rowsum");
+}
+
+TEST(test_user_ops_cpu) {
+    enum { N = 1031 };
+    rng r = rng_seed(3);
+    for (size_t d = 0; d < 2; d++) {
+        opf_dtype dt = dtypes[d];
+        size_t elem = opf_dtype_size(dt);
+        void *a = xmalloc(N * elem), *b = xmalloc(N * elem), *mix = xmalloc(N * elem), *hi = xmalloc(N * elem);
+        void *rmix = xmalloc(N * elem), *rhi = xmalloc(N * elem);
+        fill_special(&r, dt, a, N);
+        fill_special(&r, dt, b, N);
+        int64_t shape[1] = {N};
+        opf_tensor ta = opf_tensor_make(a, dt, 1, shape), tb = opf_tensor_make(b, dt, 1, shape);
+        opf_tensor tm = opf_tensor_make(mix, dt, 1, shape), th = opf_tensor_make(hi, dt, 1, shape);
+        const double w = -0.625;
+        opf_attr_value attrs[2] = {{.f = w}};
+        CHECK_OK(
+            opf_op_run(user_row("mix_max"), (const opf_tensor *[]){&ta, &tb}, (const opf_tensor *[]){&tm, &th}, attrs),
+            "mix_max");
+        if (dt == OPF_F32) {
+            REF_MIX_MAX(float, (const float *)a, (const float *)b, w, (float *)rmix, (float *)rhi, (size_t)N);
+        } else {
+            REF_MIX_MAX(double, (const double *)a, (const double *)b, w, (double *)rmix, (double *)rhi, (size_t)N);
+        }
+        check_same_nan_aware(mix, rmix, N, elem, dtype_str(dt));
+        check_same_nan_aware(hi, rhi, N, elem, dtype_str(dt));
+
+        CHECK_OK(opf_op_run(user_row("lerp_half"), (const opf_tensor *[]){&ta, &tb}, (const opf_tensor *[]){&tm}, NULL),
+                 "lerp_half");
+        if (dt == OPF_F32) {
+            REF_LERP_HALF(float, (const float *)a, (const float *)b, (float *)rmix, (size_t)N);
+        } else {
+            REF_LERP_HALF(double, (const double *)a, (const double *)b, (double *)rmix, (size_t)N);
+        }
+        check_same_nan_aware(mix, rmix, N, elem, dtype_str(dt));
+
+        memcpy(rmix, a, N * elem);
+        attrs[0].f = -0.5;
+        attrs[1].f = 2.0;
+        CHECK_OK(opf_op_run(user_row("clamp_"), (const opf_tensor *[]){&ta}, NULL, attrs), "clamp_");
+        if (dt == OPF_F32) {
+            REF_CLAMP(float, (float *)rmix, -0.5, 2.0, (size_t)N);
+        } else {
+            REF_CLAMP(double, (double *)rmix, -0.5, 2.0, (size_t)N);
+        }
+        check_same_nan_aware(a, rmix, N, elem, dtype_str(dt));
+
+        int64_t rs[2] = {3, 5}, ys[1] = {3};
+        opf_tensor tx = opf_tensor_make(b, dt, 2, rs), ty = opf_tensor_make(hi, dt, 1, ys);
+        CHECK_OK(opf_op_run(user_row("rowsum"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty}, NULL),
+                 "rowsum");
+        for (int i = 0; i < 3; i++) {
+            double sum = 0, got;
+            if (dt == OPF_F32) {
+                float s32 = 0;
+                for (int j = 0; j < 5; j++) {
+                    s32 += ((const float *)b)[i * 5 + j];
+                }
+                sum = s32;
+                got = ((const float *)hi)[i];
+            } else {
+                for (int j = 0; j < 5; j++) {
+                    sum += ((const double *)b)[i * 5 + j];
+                }
+                got = ((const double *)hi)[i];
+            }
+            CHECK((got == sum) || (got != got && sum != sum), "rowsum %s row %d: %g, expected %g", dtype_str(dt), i,
+                  got, sum);
+        }
+        free(a);
+        free(b);
+        free(mix);
+        free(hi);
+        free(rmix);
+        free(rhi);
+    }
 }
 
 static int run_gpu_tests(void) {
@@ -891,8 +1204,10 @@ static int run_gpu_tests(void) {
     CUDA_OK(cudaSetDevice(dev));
     struct cudaDeviceProp prop;
     CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-    printf("test_cuda: %d device(s); device 0: %s (sm_%d%d, %d SMs)%s\n", device_count, prop.name, prop.major,
-           prop.minor, prop.multiProcessorCount, quick ? "; quick set (OPFORGE_TEST_QUICK)" : "");
+    emulated = strcmp(prop.name, "opforge CUDA emulator") == 0;
+    printf("test_cuda: %d device(s); device 0: %s (sm_%d%d, %d SMs)%s%s\n", device_count, prop.name, prop.major,
+           prop.minor, prop.multiProcessorCount, quick ? "; quick set (OPFORGE_TEST_QUICK)" : "",
+           emulated ? "; elementwise only" : "");
     fflush(stdout);
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     RUN_TEST(test_rows_covered);
@@ -901,11 +1216,18 @@ static int run_gpu_tests(void) {
     RUN_TEST(test_relu_grad);
     RUN_TEST(test_scale);
     RUN_TEST(test_add);
-    RUN_TEST(test_dense);
-    RUN_TEST(test_dense_nan_inf);
-    RUN_TEST(test_dense_grad);
-    RUN_TEST(test_dense_grad_relu_needs_y);
-    RUN_TEST(test_stream_capture);
+    RUN_TEST(test_relu_huge);
+    RUN_TEST(test_user_mix_max);
+    RUN_TEST(test_user_clamp_inplace);
+    RUN_TEST(test_user_lerp_half);
+    RUN_TEST(test_user_stream_capture);
+    if (!emulated) {
+        RUN_TEST(test_dense);
+        RUN_TEST(test_dense_nan_inf);
+        RUN_TEST(test_dense_grad);
+        RUN_TEST(test_dense_grad_relu_needs_y);
+        RUN_TEST(test_stream_capture);
+    }
     RUN_TEST(test_errors);
     CUDA_OK(cudaStreamDestroy(stream));
     return harness_summary();
@@ -913,6 +1235,10 @@ static int run_gpu_tests(void) {
 #endif /* OPF_HAVE_CUDA */
 
 int main(void) {
+#ifdef OPF_HAVE_CUDA
+    RUN_TEST(test_cuda_builds_present);
+    RUN_TEST(test_user_ops_cpu);
+#endif
     int count = opf_cuda_device_count();
     if (count == 0) {
 #ifdef OPF_HAVE_CUDA

@@ -1,0 +1,324 @@
+/*
+ * opforge_cuda.h — the CUDA build of authored elementwise kernels (CUDA C++).
+ *
+ * opforge.h includes this header when a file is compiled by nvcc
+ * (__CUDACC__); do not include it yourself. In such a file,
+ *
+ *   OPF_ELTWISE_KERNEL(softplus, (x), (y), y = (x > 0 ? x : 0) + opf_log1p(opf_exp(-opf_fabs(x)));)
+ *
+ * also generates, from the same body:
+ *   - opf__cuda_ew_softplus<T>::apply, the __device__ function of one element
+ *     (T float or double; the body sees its inputs, outputs and attrs as on
+ *     the CPU);
+ *   - opf__cuda_ew_launch_softplus, the kernel's launcher, stored in
+ *     softplus.cuda (an opf_cuda_eltwise_fn): the three kernels below,
+ *     instantiated for that function.
+ *
+ * A call runs in two halves. opforge's CUDA elementwise engine (libopforge,
+ * src/cuda/eltwise.cu; reached through opf_op_run_cuda) picks the operands
+ * (the inputs, then the outputs, or the inputs written in place), makes the
+ * tensors' device current, chooses the path, merges dims and sizes the grid:
+ * an opf_cuda_eltwise_launch. The launcher, compiled in the user's file,
+ * enqueues one kernel on the call's stream and returns the launch's
+ * cudaError_t. It never synchronizes and never allocates.
+ *
+ * The paths (grid-stride loops over int64 element indices: any size):
+ *   vector      every operand contiguous and 16-byte aligned: float4 / double2
+ *               loads and stores, OPF_CUDA_EW_UNROLL vectors of each operand
+ *               in flight per thread; the last n % (4 or 2) elements scalar;
+ *   contiguous  every operand contiguous, some misaligned: one element per
+ *               thread per step;
+ *   strided     anything else (transposed, sliced, negative or zero strides,
+ *               any rank up to OPF_MAX_RANK): the iteration space after
+ *               dropping dims of size 1 and merging dims every operand walks
+ *               contiguously, innermost first (ordered so that the first
+ *               output is written in memory order); each thread turns its
+ *               index into per-operand offsets (32-bit divisions when the
+ *               tensor has under 2^32 elements).
+ * An output may be exactly an input: every element's inputs are read and
+ * its outputs written by one thread, reads first.
+ *
+ * Numerics are the CPU build's: the body is the same text, IEEE float and
+ * double, denormals kept (nvcc's default without --use_fast_math). Compile
+ * with -fmad=false so that a*b + c is not contracted into an FMA that the
+ * CPU build does not use (opforge.h, "Writing kernels", has the command).
+ */
+#ifndef OPFORGE_CUDA_H
+#define OPFORGE_CUDA_H
+
+#if !defined(__CUDACC__)
+#error "opforge_cuda.h is CUDA C++: opforge.h includes it when a file is compiled by nvcc"
+#endif
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C++" {
+
+enum {
+    OPF_CUDA_EW_THREADS = 256,              /* threads per block */
+    OPF_CUDA_EW_UNROLL = 4,                 /* vectors per operand in flight per thread (vector path) */
+    OPF_CUDA_EW_OPERANDS = 2 * OPF_MAX_ARGS /* inputs, then outputs */
+};
+
+/* The paths of opf_cuda_eltwise_launch. */
+enum opf_cuda_ew_path { OPF_CUDA_EW_VECTOR = 0, OPF_CUDA_EW_CONTIGUOUS = 1, OPF_CUDA_EW_STRIDED = 2 };
+
+/* One launch of an elementwise kernel's CUDA build, planned by opforge.
+ * libopforge fills it and a user's library reads it: its layout is part of
+ * the table ABI (OPF_TABLE_ABI_VERSION). */
+struct opf_cuda_eltwise_launch {
+    int32_t path;    /* opf_cuda_ew_path */
+    opf_dtype dtype; /* OPF_F32 or OPF_F64 */
+    int64_t n;       /* elements, > 0 */
+    uint32_t blocks; /* grid size, OPF_CUDA_EW_THREADS threads per block */
+    void *stream;    /* the cudaStream_t to launch on */
+    /* Element 0 of each operand: the kernel's inputs, then its outputs. */
+    void *operands[OPF_CUDA_EW_OPERANDS];
+    /* OPF_CUDA_EW_STRIDED: the iteration space, innermost dim first, and each
+     * operand's strides along it, in elements (zero and negative allowed). */
+    int32_t rank;
+    int64_t shape[OPF_MAX_RANK];
+    int64_t strides[OPF_CUDA_EW_OPERANDS][OPF_MAX_RANK];
+    opf_attr_value attrs[OPF_MAX_ATTRS];
+};
+
+/* Kernel parameters, sized by the kernel's operand count K. */
+template <int K> struct opf__cuda_ew_ptrs { void *p[K]; };
+struct opf__cuda_ew_attrs {
+    opf_attr_value v[OPF_MAX_ATTRS];
+};
+template <int K> struct opf__cuda_ew_layout {
+    int32_t rank;
+    int64_t shape[OPF_MAX_RANK];
+    int64_t stride[K][OPF_MAX_RANK];
+};
+
+/* 16-byte vectors of T, and their lanes. */
+template <typename T> struct opf__cuda_vec;
+template <> struct opf__cuda_vec<float> {
+    typedef float4 type;
+    enum { width = 4 };
+    static __device__ __forceinline__ void unpack(const float4 &v, float (&a)[4]) {
+        a[0] = v.x;
+        a[1] = v.y;
+        a[2] = v.z;
+        a[3] = v.w;
+    }
+    static __device__ __forceinline__ float4 pack(const float (&a)[4]) { return make_float4(a[0], a[1], a[2], a[3]); }
+};
+template <> struct opf__cuda_vec<double> {
+    typedef double2 type;
+    enum { width = 2 };
+    static __device__ __forceinline__ void unpack(const double2 &v, double (&a)[2]) {
+        a[0] = v.x;
+        a[1] = v.y;
+    }
+    static __device__ __forceinline__ double2 pack(const double (&a)[2]) { return make_double2(a[0], a[1]); }
+};
+
+/* One element at per-operand element offsets: reads every input, then
+ * writes every output. F is a kernel's element function (see
+ * OPF__CUDA_EW_DEFINE): F::type, F::num_in, F::num_out, F::apply. */
+template <class F, typename Offsets>
+__device__ __forceinline__ void opf__cuda_ew_element(const opf__cuda_ew_ptrs<F::num_in + F::num_out> &p,
+                                                     const Offsets &at, const opf_attr_value *attrs) {
+    typedef typename F::type T;
+    T in[F::num_in], out[F::num_out];
+#pragma unroll
+    for (int k = 0; k < F::num_in; k++) {
+        in[k] = static_cast<const T *>(p.p[k])[at(k)];
+    }
+    F::apply(in, out, attrs);
+#pragma unroll
+    for (int j = 0; j < F::num_out; j++) {
+        static_cast<T *>(p.p[F::num_in + j])[at(F::num_in + j)] = out[j];
+    }
+}
+
+/* Offsets of the contiguous paths: the same index in every operand. */
+struct opf__cuda_ew_same {
+    int64_t i;
+    __device__ __forceinline__ int64_t operator()(int) const { return i; }
+};
+
+/* Offsets of the strided path. */
+template <int K> struct opf__cuda_ew_offsets {
+    int64_t off[K];
+    __device__ __forceinline__ int64_t operator()(int k) const { return off[k]; }
+};
+
+template <class F>
+__global__ void __launch_bounds__(OPF_CUDA_EW_THREADS)
+    opf__cuda_ew_vector(int64_t n, const opf__cuda_ew_ptrs<F::num_in + F::num_out> p, const opf__cuda_ew_attrs attrs) {
+    typedef typename F::type T;
+    typedef opf__cuda_vec<T> VT;
+    typedef typename VT::type V;
+    enum { NI = F::num_in, NO = F::num_out, W = VT::width, U = OPF_CUDA_EW_UNROLL, B = OPF_CUDA_EW_THREADS };
+    const int64_t nvec = n / W;
+    const int64_t step = (int64_t)gridDim.x * B * U;
+    for (int64_t base = (int64_t)blockIdx.x * B * U + threadIdx.x; base < nvec; base += step) {
+        V in[U][NI] = {};
+#pragma unroll
+        for (int u = 0; u < U; u++) { /* every load in flight first */
+            const int64_t i = base + (int64_t)u * B;
+            if (i < nvec) {
+#pragma unroll
+                for (int k = 0; k < NI; k++) {
+                    in[u][k] = static_cast<const V *>(p.p[k])[i];
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t i = base + (int64_t)u * B;
+            if (i < nvec) {
+                T x[NI][W], y[NO][W];
+#pragma unroll
+                for (int k = 0; k < NI; k++) {
+                    VT::unpack(in[u][k], x[k]);
+                }
+#pragma unroll
+                for (int l = 0; l < W; l++) {
+                    T a[NI], r[NO];
+#pragma unroll
+                    for (int k = 0; k < NI; k++) {
+                        a[k] = x[k][l];
+                    }
+                    F::apply(a, r, attrs.v);
+#pragma unroll
+                    for (int j = 0; j < NO; j++) {
+                        y[j][l] = r[j];
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < NO; j++) {
+                    static_cast<V *>(p.p[NI + j])[i] = VT::pack(y[j]);
+                }
+            }
+        }
+    }
+    /* The last n % W elements: the first threads of block 0. */
+    if (blockIdx.x == 0 && (int64_t)threadIdx.x < n - nvec * W) {
+        const opf__cuda_ew_same at = {nvec * W + threadIdx.x};
+        opf__cuda_ew_element<F>(p, at, attrs.v);
+    }
+}
+
+template <class F>
+__global__ void __launch_bounds__(OPF_CUDA_EW_THREADS)
+    opf__cuda_ew_contiguous(int64_t n, const opf__cuda_ew_ptrs<F::num_in + F::num_out> p,
+                            const opf__cuda_ew_attrs attrs) {
+    const int64_t step = (int64_t)gridDim.x * OPF_CUDA_EW_THREADS;
+    for (int64_t i = (int64_t)blockIdx.x * OPF_CUDA_EW_THREADS + threadIdx.x; i < n; i += step) {
+        const opf__cuda_ew_same at = {i};
+        opf__cuda_ew_element<F>(p, at, attrs.v);
+    }
+}
+
+/* Index is the type of the index arithmetic: uint32_t when n < 2^32 (a
+ * 32-bit division is several times cheaper than a 64-bit one). */
+template <class F, typename Index>
+__global__ void __launch_bounds__(OPF_CUDA_EW_THREADS)
+    opf__cuda_ew_strided(int64_t n, const opf__cuda_ew_ptrs<F::num_in + F::num_out> p,
+                         const opf__cuda_ew_layout<F::num_in + F::num_out> layout, const opf__cuda_ew_attrs attrs) {
+    enum { K = F::num_in + F::num_out };
+    const int64_t step = (int64_t)gridDim.x * OPF_CUDA_EW_THREADS;
+    for (int64_t i = (int64_t)blockIdx.x * OPF_CUDA_EW_THREADS + threadIdx.x; i < n; i += step) {
+        opf__cuda_ew_offsets<K> at;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            at.off[k] = 0;
+        }
+        Index rem = (Index)i;
+#pragma unroll
+        for (int d = 0; d < OPF_MAX_RANK; d++) {
+            if (d >= layout.rank) {
+                break;
+            }
+            Index idx = rem; /* the outermost dim takes what is left */
+            if (d < layout.rank - 1) {
+                const Index size = (Index)layout.shape[d];
+                const Index q = rem / size;
+                idx = rem - q * size;
+                rem = q;
+            }
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                at.off[k] += (int64_t)idx * layout.stride[k][d];
+            }
+        }
+        opf__cuda_ew_element<F>(p, at, attrs.v);
+    }
+}
+
+/* Enqueues launch L of element function F; returns the cudaError_t. */
+template <class F> static int opf__cuda_ew_enqueue(const opf_cuda_eltwise_launch *L) {
+    enum { K = F::num_in + F::num_out };
+    opf__cuda_ew_ptrs<K> p;
+    for (int k = 0; k < K; k++) {
+        p.p[k] = L->operands[k];
+    }
+    opf__cuda_ew_attrs attrs;
+    for (int a = 0; a < OPF_MAX_ATTRS; a++) {
+        attrs.v[a] = L->attrs[a];
+    }
+    int64_t n = L->n;
+    opf__cuda_ew_layout<K> layout;
+    void *args[3] = {&n, &p, &attrs}, *strided_args[4] = {&n, &p, &layout, &attrs};
+    const cudaStream_t stream = (cudaStream_t)L->stream;
+    const dim3 grid(L->blocks > 0 ? L->blocks : 1), block(OPF_CUDA_EW_THREADS);
+    cudaError_t err;
+    if (L->path == OPF_CUDA_EW_VECTOR) {
+        err = cudaLaunchKernel(opf__cuda_ew_vector<F>, grid, block, args, 0, stream);
+    } else if (L->path == OPF_CUDA_EW_CONTIGUOUS) {
+        err = cudaLaunchKernel(opf__cuda_ew_contiguous<F>, grid, block, args, 0, stream);
+    } else {
+        layout.rank = L->rank;
+        for (int d = 0; d < OPF_MAX_RANK; d++) {
+            layout.shape[d] = L->shape[d];
+            for (int k = 0; k < K; k++) {
+                layout.stride[k][d] = L->strides[k][d];
+            }
+        }
+        err = n <= (int64_t)UINT32_MAX
+                  ? cudaLaunchKernel(opf__cuda_ew_strided<F, uint32_t>, grid, block, strided_args, 0, stream)
+                  : cudaLaunchKernel(opf__cuda_ew_strided<F, uint64_t>, grid, block, strided_args, 0, stream);
+    }
+    /* cudaGetLastError: also clears this runtime's error slot. */
+    return err != cudaSuccess ? (int)err : (int)cudaGetLastError();
+}
+
+/* The launcher of a kernel whose element function is Fn<float> / Fn<double>. */
+template <template <typename> class Fn> static int opf__cuda_ew_launch(const opf_cuda_eltwise_launch *L) {
+    return L->dtype == OPF_F32 ? opf__cuda_ew_enqueue<Fn<float>>(L) : opf__cuda_ew_enqueue<Fn<double>>(L);
+}
+
+} /* extern "C++" */
+
+/* What OPF_ELTWISE_KERNEL adds in a CUDA compile: the element function (in
+ * an unnamed namespace, so that kernels of the same name in two files or two
+ * libraries never meet) and the launcher. */
+#define OPF__CUDA_EW_IN(i, x)                                                                                          \
+    const T x = opf__in[i];                                                                                            \
+    (void)x;
+#define OPF__CUDA_EW_OUT(j, y) opf__out[j] = y;
+#define OPF__CUDA_EW_DEFINE(name, ins, outs, ...)                                                                      \
+    extern "C++" {                                                                                                     \
+    namespace {                                                                                                        \
+    template <typename T> struct opf__cuda_ew_##name {                                                                 \
+        typedef T type;                                                                                                \
+        enum { num_in = OPF__LEN(ins), num_out = OPF__LEN(outs) };                                                     \
+        static __device__ __forceinline__ void apply(const T *opf__in, T *opf__out, const opf_attr_value *attrs) {     \
+            (void)attrs;                                                                                               \
+            OPF__EACH(OPF__CUDA_EW_IN, ins)                                                                            \
+            OPF__EACH(OPF__EW_DECL, outs){__VA_ARGS__} OPF__EACH(OPF__CUDA_EW_OUT, outs)                               \
+        }                                                                                                              \
+    };                                                                                                                 \
+    static int opf__cuda_ew_launch_##name(const struct opf_cuda_eltwise_launch *opf__launch) {                         \
+        return opf__cuda_ew_launch<opf__cuda_ew_##name>(opf__launch);                                                  \
+    }                                                                                                                  \
+    }                                                                                                                  \
+    }
+
+#endif /* OPFORGE_CUDA_H */

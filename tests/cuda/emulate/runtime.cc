@@ -1,0 +1,225 @@
+/*
+ * runtime.cc — the CUDA emulator's runtime (see cuda_runtime_api.h): one
+ * device ("opforge CUDA emulator", 2 multiprocessors, so that grids are small
+ * and grid-stride loops take several steps), host memory as device memory,
+ * streams that run work when it is enqueued, and stream capture into graphs
+ * that replay the recorded launches. A launch on the legacy default stream
+ * while a stream is captured fails, as CUDA's global capture mode makes it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "cuda_runtime.h"
+#include "opforge.h"
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+struct opf_emu_graph {
+    std::vector<std::function<void()>> launches;
+};
+
+struct opf_emu_stream {
+    opf_emu_graph *capture; /* non-NULL while captured */
+};
+
+static cudaError_t last_error = cudaSuccess;
+static int current_device = 0;
+static int captures = 0; /* streams being captured */
+
+static cudaError_t fail(cudaError_t err) {
+    last_error = err;
+    return err;
+}
+
+void opf_emu_set_thread(dim3 grid, dim3 block, unsigned int b, unsigned int t) {
+    gridDim = grid;
+    blockDim = block;
+    blockIdx = uint3{b, 0, 0};
+    threadIdx = uint3{t, 0, 0};
+}
+
+cudaError_t opf_emu_enqueue(cudaStream_t stream, const std::function<void()> &launch) {
+    if (stream != NULL && stream->capture != NULL) {
+        stream->capture->launches.push_back(launch);
+        return cudaSuccess;
+    }
+    if (stream == NULL && captures > 0) {
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
+    launch();
+    return cudaSuccess;
+}
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t err = last_error;
+    last_error = cudaSuccess;
+    return err;
+}
+
+const char *cudaGetErrorString(cudaError_t error) { return error == cudaSuccess ? "no error" : "emulated error"; }
+
+const char *cudaGetErrorName(cudaError_t error) { return error == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    *device = current_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    if (device != 0) {
+        return fail(cudaErrorInvalidDevice);
+    }
+    current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {
+    if (attr != cudaDevAttrMultiProcessorCount || device != 0) {
+        return fail(cudaErrorInvalidValue);
+    }
+    *value = 2;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+    if (device != 0) {
+        return fail(cudaErrorInvalidDevice);
+    }
+    memset(prop, 0, sizeof *prop);
+    strcpy(prop->name, "opforge CUDA emulator");
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = 2;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = *total_bytes = (size_t)8 << 30;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t size) {
+    *ptr = aligned_alloc(256, (size + 255) / 256 * 256 + 256);
+    return *ptr != NULL ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFree(void *ptr) {
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream) {
+    (void)stream;
+    return cudaMalloc(ptr, size);
+}
+
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
+    (void)pool;
+    (void)stream;
+    return cudaMalloc(ptr, size);
+}
+
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
+    (void)stream;
+    return cudaFree(ptr);
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+    (void)kind;
+    memmove(dst, src, count);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *ptr, int value, size_t count) {
+    memset(ptr, value, count);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    (void)flags;
+    *stream = new opf_emu_stream{NULL};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    delete stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    return stream != NULL && stream->capture != NULL ? fail(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+    (void)mode;
+    if (stream == NULL || stream->capture != NULL) {
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
+    stream->capture = new opf_emu_graph;
+    captures++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+    if (stream == NULL || stream->capture == NULL) {
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
+    *graph = stream->capture;
+    stream->capture = NULL;
+    captures--;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+    (void)flags;
+    *exec = new opf_emu_graph(*graph);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    for (const std::function<void()> &launch : exec->launches) {
+        opf_emu_enqueue(stream, launch);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete graph;
+    return cudaSuccess;
+}
+
+/* What the emulated library lacks: no cuBLASLt, hence no dense on "CUDA". */
+opf_status opf_cuda_dense_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                  const opf_attr_value *attrs, void *stream);
+opf_status opf_cuda_dense_grad_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                       const opf_attr_value *attrs, void *stream);
+
+opf_status opf_cuda_dense_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                  const opf_attr_value *attrs, void *stream) {
+    (void)inputs;
+    (void)outputs;
+    (void)attrs;
+    (void)stream;
+    return opf_error(OPF_E_UNSUPPORTED, "the CUDA emulator has no dense");
+}
+
+opf_status opf_cuda_dense_grad_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                       const opf_attr_value *attrs, void *stream) {
+    return opf_cuda_dense_compute(inputs, outputs, attrs, stream);
+}
+}
