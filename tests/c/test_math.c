@@ -258,7 +258,7 @@ static const math_case_f64 cases_f64[] = {
      4.0,
      {-1.0, 0.41421356237309503, -0.2928932188134524, 0x1p53, 1.0}},
     {"tanh_f64", VARIANT_PTRS(opf_tanh_f64), tanhl, 2.0, -20.0, 20.0, {0.5625, -0.5625, 19.0, 20.0}},
-    {"erf_f64", VARIANT_PTRS(opf_erf_f64), erfl, 1.5, -7.0, 7.0, {1.25, -1.25, 5.9, 6.0}},
+    {"erf_f64", VARIANT_PTRS(opf_erf_f64), erfl, 1.5, -7.0, 7.0, {1.0, -1.0, 5.9, 6.0}},
     {"sigmoid_f64", VARIANT_PTRS(opf_sigmoid_f64), ref_sigmoidl, 2.0, -750.0, 50.0, {-708.4, -744.5, 37.0}},
     {"sqrt_f64", VARIANT_PTRS(opf_sqrt_f64), sqrtl, 0.5, 0.0, 4.0, {1.0, 0x1p-1022}},
 };
@@ -785,7 +785,8 @@ static void *exhaustive_run(void *arg) {
         }
         job->c->loop[job->variant](x, y);
         for (int i = 0; i < BLOCK; i++) {
-            note(&job->w, err_f32(y[i], job->c->ref((double)x[i])), x[i], y[i], job->c->ref((double)x[i]));
+            const double ref = job->c->ref((double)x[i]);
+            note(&job->w, err_f32(y[i], ref), x[i], y[i], ref);
         }
     }
     return NULL;
