@@ -14,9 +14,11 @@
  * compiles an author's loop (skipped where the CPU lacks the ISA). The loops
  * have a constant trip count so that -O2's cheap vectorizer takes them.
  *
- * OPF_MATH_EXHAUSTIVE=1 runs every float input (2^32, on two threads, a few
- * minutes a function) and 2^24 random doubles a function instead, printing
- * the maximum error of each: the numbers the header quotes.
+ * OPF_MATH_EXHAUSTIVE=1 runs every float input (2^32, on two threads, a
+ * minute or two a function and build) and 2^24 random doubles a function
+ * instead, printing the maximum error of each: the numbers the header quotes.
+ * OPF_MATH_ONLY=<name> (exp_f32, ...) and OPF_MATH_VARIANTS=scalar,avx512
+ * narrow it.
  */
 #include <float.h>
 #include <math.h>
@@ -840,6 +842,21 @@ static void exhaustive_f64(const math_case_f64 *c, int variant) {
     CHECK(w.ulp <= c->bound, "%s %s: %.4f ulp", c->name, variant_name[variant], w.ulp);
 }
 
+/* OPF_MATH_VARIANTS="scalar,avx512" limits the builds run (default: all). */
+static int variant_wanted(int v) {
+    const char *want = getenv("OPF_MATH_VARIANTS");
+    if (want == NULL) {
+        return 1;
+    }
+    const size_t len = strlen(variant_name[v]);
+    for (const char *p = strstr(want, variant_name[v]); p; p = strstr(p + 1, variant_name[v])) {
+        if ((p == want || p[-1] == ',') && (p[len] == ',' || p[len] == '\0')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void run_exhaustive(void) {
     const char *only = getenv("OPF_MATH_ONLY"); /* a function name, optionally */
     for (int i = 0; i < N_CASES_F32; i++) {
@@ -848,7 +865,7 @@ static void run_exhaustive(void) {
         }
         harness_begin(cases_f32[i].name);
         for (int v = 0; v < V_COUNT; v++) {
-            if (v != V_AUTO && cases_f32[i].loop[v] && variant_runs(v)) {
+            if (v != V_AUTO && cases_f32[i].loop[v] && variant_runs(v) && variant_wanted(v)) {
                 exhaustive_f32(&cases_f32[i], v);
             }
         }
@@ -860,7 +877,7 @@ static void run_exhaustive(void) {
         }
         harness_begin(cases_f64[i].name);
         for (int v = 0; v < V_COUNT; v++) {
-            if (v != V_AUTO && cases_f64[i].loop[v] && variant_runs(v)) {
+            if (v != V_AUTO && cases_f64[i].loop[v] && variant_runs(v) && variant_wanted(v)) {
                 exhaustive_f64(&cases_f64[i], v);
             }
         }
