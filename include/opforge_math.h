@@ -90,6 +90,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Exact floating-point comparisons are intended here. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wfloat-equal"
+#endif
+
 #if defined(__CUDACC__)
 #define OPF_MATH_FN static __forceinline__ __host__ __device__
 #elif defined(__GNUC__)
@@ -362,7 +368,7 @@ OPF_MATH_FN double opf_log_f64(double x) {
     int sub = x < 0x1p-1022;
     double xs = opf_select_f64(sub, x * 0x1p52, x);
     uint64_t ix = opf_math_bits_f64(xs) + (0x3ff0000000000000u - 0x3fe6a09e667f3bcdu);
-    double k = opf_math_from_bits_f64(0x4330000000000000u | (ix >> 52)) - 0x1.0000000000000p52;
+    double k = opf_math_from_bits_f64(0x4330000000000000u | (ix >> 52)) - 0x1p52;
     k = k - opf_select_f64(sub, 1075.0, 1023.0);
     double f = opf_math_from_bits_f64((ix & 0x000fffffffffffffu) + 0x3fe6a09e667f3bcdu) - 1.0;
     double y = opf_math_log_core_f64(f, k);
@@ -565,6 +571,10 @@ OPF_MATH_FN double opf_select(bool c, double a, double b) { return opf_select_f6
 #define opf_minimum(a, b) OPF_MATH_GENERIC2(minimum, a, b)
 #define opf_maximum(a, b) OPF_MATH_GENERIC2(maximum, a, b)
 #define opf_select(c, a, b) _Generic((a) + (b), float : opf_select_f32, default : opf_select_f64)((c), (a), (b))
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
 #endif
 
 #undef OPF_MATH_FN
