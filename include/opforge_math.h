@@ -90,6 +90,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Exact floating-point comparisons are intended here. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wfloat-equal"
+#endif
+
 #if defined(__CUDACC__)
 #define OPF_MATH_FN static __forceinline__ __host__ __device__
 #elif defined(__GNUC__)
@@ -190,94 +196,99 @@ OPF_MATH_FN double opf_maximum_f64(double a, double b) { return opf_select_f64((
  * polynomial for (e^r - 1 - r) / r^2 (scripts/math_fit.py, fitted for the
  * relative error of e^r - 1, which also serves e^r). */
 OPF_MATH_FN float opf_math_expm1_poly_f32(float r) {
-    float p = 0x1.6bfd46p-10f;
-    p = p * r + 0x1.1228aep-7f;
-    p = p * r + 0x1.5556b4p-5f;
-    p = p * r + 0x1.5554bp-3f;
-    p = p * r + 0x1.fffffep-2f;
+    float r2 = r * r;
+    float r4 = r2 * r2;
+    float p0_1 = 0x1.fffffep-2f + 0x1.5554bp-3f * r;
+    float p2_3 = 0x1.5556b4p-5f + 0x1.1228aep-7f * r;
+    float p0_3 = p0_1 + p2_3 * r2;
+    float p = p0_3 + 0x1.6bfd46p-10f * r4;
     return (r * r) * p;
 }
 
-/* e^x = 2^n e^r. 2^n is applied as two factors 2^n1 * 2^n2 (n1 = floor(n/2)
- * + something, both normal), so that e^x underflows gradually through the
- * subnormals with a single rounding and overflows to +inf. */
+/* e^x = 2^n e^r. 2^n is applied as two factors 2^(n - n/2) * 2^(n/2), both
+ * normal, so that e^x underflows gradually through the subnormals with a
+ * single rounding and overflows to +inf. Beyond [-104, 89] the integer work
+ * wraps harmlessly and the result is replaced (testing x at the end rather
+ * than clamping it first keeps the clamp off the dependency chain). */
 OPF_MATH_FN float opf_exp_f32(float x) {
-    x = opf_select_f32(x > 89.0f, 89.0f, x);     /* beyond: +inf (e^88.73 > FLT_MAX) */
-    x = opf_select_f32(x < -104.0f, -104.0f, x); /* beyond: 0 (e^-103.98 < 2^-150) */
     float t = x * OPF_MATH_LOG2E_F32 + OPF_MATH_SHIFTER_F32;
     float n = t - OPF_MATH_SHIFTER_F32;
     float r = x - n * OPF_MATH_LN2_HI_F32;
     r = r - n * OPF_MATH_LN2_LO_F32;
     float p = 1.0f + (r + opf_math_expm1_poly_f32(r));
-    /* m = n + 256 in [106, 384]; 2^(h - 128) * 2^(m - h - 128) = 2^n. */
+    /* m = n + 256 in [106, 384] for x in [-104, 89]; 2^(h - 128) * 2^(m - h - 128) = 2^n */
     uint32_t m = opf_math_bits_f32(t) - opf_math_bits_f32(OPF_MATH_SHIFTER_F32) + 256u;
     uint32_t h = m >> 1;
     float s1 = opf_math_from_bits_f32((h - 1u) << 23);
     float s2 = opf_math_from_bits_f32((m - h - 1u) << 23);
-    return (p * s1) * s2;
+    float y = (p * s1) * s2;
+    y = opf_select_f32(x > 89.0f, __builtin_inff(), y); /* e^88.73 > FLT_MAX */
+    return opf_select_f32(x < -104.0f, 0.0f, y);        /* e^-103.98 < 2^-150 */
 }
 
 /* e^x - 1 = 2 (2^(n-1) - 1/2 + 2^(n-1) (e^r - 1)): the halved scale keeps
  * 2^(n-1) finite up to overflow, and 2^(n-1) - 1/2 is exact for the n where
  * it matters. Tiny |x| (and +-0, subnormals) return x itself. */
 OPF_MATH_FN float opf_expm1_f32(float x) {
-    float xc = opf_select_f32(x > 89.0f, 89.0f, x); /* beyond: +inf */
-    xc = opf_select_f32(xc < -80.0f, -80.0f, xc);   /* beyond: -1 */
-    float t = xc * OPF_MATH_LOG2E_F32 + OPF_MATH_SHIFTER_F32;
+    float t = x * OPF_MATH_LOG2E_F32 + OPF_MATH_SHIFTER_F32;
     float n = t - OPF_MATH_SHIFTER_F32;
-    float r = xc - n * OPF_MATH_LN2_HI_F32;
+    float r = x - n * OPF_MATH_LN2_HI_F32;
     r = r - n * OPF_MATH_LN2_LO_F32;
     float q = opf_math_expm1_poly_f32(r);
-    /* 2^(n-1), n in [-116, 128] */
+    /* 2^(n-1), n in [-116, 128] for x in [-80, 89] (beyond: replaced below) */
     uint32_t nb = opf_math_bits_f32(t) - opf_math_bits_f32(OPF_MATH_SHIFTER_F32);
     float h = opf_math_from_bits_f32((nb + 126u) << 23);
     float y = 2.0f * (((h - 0.5f) + h * r) + h * q);
+    y = opf_select_f32(x > 89.0f, __builtin_inff(), y);
+    y = opf_select_f32(x < -80.0f, -1.0f, y);
     return opf_select_f32(opf_fabs_f32(x) < 0x1p-25f, x, y);
 }
 
 OPF_MATH_FN double opf_math_expm1_poly_f64(double r) {
-    double p = 0x1.1ee8883b370ap-29;
-    p = p * r + 0x1.af5ea8573777cp-26;
-    p = p * r + 0x1.27e536434e9d6p-22;
-    p = p * r + 0x1.71ddf863b4e17p-19;
-    p = p * r + 0x1.a01a017bb08ap-16;
-    p = p * r + 0x1.a01a01afdd8f9p-13;
-    p = p * r + 0x1.6c16c16c1f0f2p-10;
-    p = p * r + 0x1.111111110f6b7p-7;
-    p = p * r + 0x1.555555555554p-5;
-    p = p * r + 0x1.5555555555559p-3;
-    p = p * r + 0x1p-1;
+    double r2 = r * r;
+    double r4 = r2 * r2;
+    double r8 = r4 * r4;
+    double p0_1 = 0x1p-1 + 0x1.5555555555559p-3 * r;
+    double p2_3 = 0x1.555555555554p-5 + 0x1.111111110f6b7p-7 * r;
+    double p4_5 = 0x1.6c16c16c1f0f2p-10 + 0x1.a01a01afdd8f9p-13 * r;
+    double p6_7 = 0x1.a01a017bb08ap-16 + 0x1.71ddf863b4e17p-19 * r;
+    double p8_9 = 0x1.27e536434e9d6p-22 + 0x1.af5ea8573777cp-26 * r;
+    double p0_3 = p0_1 + p2_3 * r2;
+    double p4_7 = p4_5 + p6_7 * r2;
+    double p8_10 = p8_9 + 0x1.1ee8883b370ap-29 * r2;
+    double p0_7 = p0_3 + p4_7 * r4;
+    double p = p0_7 + p8_10 * r8;
     return (r * r) * p;
 }
 
 OPF_MATH_FN double opf_exp_f64(double x) {
-    x = opf_select_f64(x > 710.0, 710.0, x);   /* beyond: +inf (e^709.79 > DBL_MAX) */
-    x = opf_select_f64(x < -746.0, -746.0, x); /* beyond: 0 (e^-745.14 < 2^-1075) */
     double t = x * OPF_MATH_LOG2E_F64 + OPF_MATH_SHIFTER_F64;
     double n = t - OPF_MATH_SHIFTER_F64;
     double r = x - n * OPF_MATH_LN2_HI_F64;
     r = r - n * OPF_MATH_LN2_LO_F64;
     double p = 1.0 + (r + opf_math_expm1_poly_f64(r));
-    /* m = n + 2048 in [972, 3072]; 2^(h - 1024) * 2^(m - h - 1024) = 2^n. */
+    /* m = n + 2048 in [972, 3072] for x in [-746, 710]; 2^(h - 1024) * 2^(m - h - 1024) = 2^n */
     uint64_t m = opf_math_bits_f64(t) - opf_math_bits_f64(OPF_MATH_SHIFTER_F64) + 2048u;
     uint64_t h = m >> 1;
     double s1 = opf_math_from_bits_f64((h - 1u) << 52);
     double s2 = opf_math_from_bits_f64((m - h - 1u) << 52);
-    return (p * s1) * s2;
+    double y = (p * s1) * s2;
+    y = opf_select_f64(x > 710.0, __builtin_inf(), y); /* e^709.79 > DBL_MAX */
+    return opf_select_f64(x < -746.0, 0.0, y);         /* e^-745.14 < 2^-1075 */
 }
 
 OPF_MATH_FN double opf_expm1_f64(double x) {
-    double xc = opf_select_f64(x > 710.0, 710.0, x); /* beyond: +inf */
-    xc = opf_select_f64(xc < -64.0, -64.0, xc);      /* beyond: -1 */
-    double t = xc * OPF_MATH_LOG2E_F64 + OPF_MATH_SHIFTER_F64;
+    double t = x * OPF_MATH_LOG2E_F64 + OPF_MATH_SHIFTER_F64;
     double n = t - OPF_MATH_SHIFTER_F64;
-    double r = xc - n * OPF_MATH_LN2_HI_F64;
+    double r = x - n * OPF_MATH_LN2_HI_F64;
     r = r - n * OPF_MATH_LN2_LO_F64;
     double q = opf_math_expm1_poly_f64(r);
-    /* 2^(n-1), n in [-93, 1024] */
+    /* 2^(n-1), n in [-93, 1024] for x in [-64, 710] (beyond: replaced below) */
     uint64_t nb = opf_math_bits_f64(t) - opf_math_bits_f64(OPF_MATH_SHIFTER_F64);
     double h = opf_math_from_bits_f64((nb + 1022u) << 52);
     double y = 2.0 * (((h - 0.5) + h * r) + h * q);
+    y = opf_select_f64(x > 710.0, __builtin_inf(), y);
+    y = opf_select_f64(x < -64.0, -1.0, y);
     return opf_select_f64(opf_fabs_f64(x) < 0x1p-54, x, y);
 }
 
@@ -292,9 +303,9 @@ OPF_MATH_FN double opf_expm1_f64(double x) {
 OPF_MATH_FN float opf_math_log_core_f32(float f, float k) {
     float s = f / (2.0f + f);
     float z = s * s;
-    float p = 0x1.31ea42p-2f;
-    p = p * z + 0x1.995e9ep-2f;
-    p = p * z + 0x1.55557ap-1f;
+    float z2 = z * z;
+    float p0_1 = 0x1.55557ap-1f + 0x1.995e9ep-2f * z;
+    float p = p0_1 + 0x1.31ea42p-2f * z2;
     float hf = 0.5f * f * f;
     float lo = s * (hf + z * p) + k * OPF_MATH_LN2_LO_F32;
     return k * OPF_MATH_LN2_HI_F32 + (f - (hf - lo));
@@ -338,13 +349,14 @@ OPF_MATH_FN float opf_log1p_f32(float x) {
 OPF_MATH_FN double opf_math_log_core_f64(double f, double k) {
     double s = f / (2.0 + f);
     double z = s * s;
-    double p = 0x1.2f15ba57bf605p-3;
-    p = p * z + 0x1.39a02f0925ec7p-3;
-    p = p * z + 0x1.74664d751bc34p-3;
-    p = p * z + 0x1.c71c51c67429dp-3;
-    p = p * z + 0x1.249249423e4a6p-2;
-    p = p * z + 0x1.999999997f8bbp-2;
-    p = p * z + 0x1.5555555555593p-1;
+    double z2 = z * z;
+    double z4 = z2 * z2;
+    double p0_1 = 0x1.5555555555593p-1 + 0x1.999999997f8bbp-2 * z;
+    double p2_3 = 0x1.249249423e4a6p-2 + 0x1.c71c51c67429dp-3 * z;
+    double p4_5 = 0x1.74664d751bc34p-3 + 0x1.39a02f0925ec7p-3 * z;
+    double p0_3 = p0_1 + p2_3 * z2;
+    double p4_6 = p4_5 + 0x1.2f15ba57bf605p-3 * z2;
+    double p = p0_3 + p4_6 * z4;
     double hf = 0.5 * f * f;
     double lo = s * (hf + z * p) + k * OPF_MATH_LN2_LO_F64;
     return k * OPF_MATH_LN2_HI_F64 + (f - (hf - lo));
@@ -356,7 +368,7 @@ OPF_MATH_FN double opf_log_f64(double x) {
     int sub = x < 0x1p-1022;
     double xs = opf_select_f64(sub, x * 0x1p52, x);
     uint64_t ix = opf_math_bits_f64(xs) + (0x3ff0000000000000u - 0x3fe6a09e667f3bcdu);
-    double k = opf_math_from_bits_f64(0x4330000000000000u | (ix >> 52)) - 0x1.0000000000000p52;
+    double k = opf_math_from_bits_f64(0x4330000000000000u | (ix >> 52)) - 0x1p52;
     k = k - opf_select_f64(sub, 1075.0, 1023.0);
     double f = opf_math_from_bits_f64((ix & 0x000fffffffffffffu) + 0x3fe6a09e667f3bcdu) - 1.0;
     double y = opf_math_log_core_f64(f, k);
@@ -387,34 +399,35 @@ OPF_MATH_FN double opf_log1p_f64(double x) {
 OPF_MATH_FN float opf_tanh_f32(float x) {
     float a = opf_fabs_f32(x);
     float w = a * a;
-    float p = -0x1.950022p-8f;
-    p = p * w + 0x1.582fa8p-6f;
-    p = p * w + -0x1.b9094p-5f;
-    p = p * w + 0x1.110c7p-3f;
-    p = p * w + -0x1.555548p-2f;
+    float w2 = w * w;
+    float w4 = w2 * w2;
+    float p0_1 = -0x1.555548p-2f + 0x1.110c7p-3f * w;
+    float p2_3 = -0x1.b9094p-5f + 0x1.582fa8p-6f * w;
+    float p0_3 = p0_1 + p2_3 * w2;
+    float p = p0_3 - 0x1.950022p-8f * w4;
     float small = a + a * (w * p);
-    float ac = opf_select_f32(a > 10.0f, 10.0f, a); /* tanh(10) rounds to 1 */
-    float large = 1.0f - 2.0f / (opf_exp_f32(2.0f * ac) + 1.0f);
+    float large = 1.0f - 2.0f / (opf_exp_f32(2.0f * a) + 1.0f); /* e^2a = +inf: 1 */
     return opf_math_with_sign_f32(opf_select_f32(a < 0.5625f, small, large), x);
 }
 
 OPF_MATH_FN double opf_tanh_f64(double x) {
     double a = opf_fabs_f64(x);
     double w = a * a;
-    double p = -0x1.3d27eb5aa1769p-16;
-    p = p * w + 0x1.59726246e248cp-14;
-    p = p * w + -0x1.e80a92c35fdcep-13;
-    p = p * w + 0x1.3460ac7172927p-11;
-    p = p * w + -0x1.7d8b95df43471p-10;
-    p = p * w + 0x1.d6d2479434e05p-9;
-    p = p * w + -0x1.226e2d0263cefp-7;
-    p = p * w + 0x1.664f484956917p-6;
-    p = p * w + -0x1.ba1ba1b935e52p-5;
-    p = p * w + 0x1.11111111102b4p-3;
-    p = p * w + -0x1.555555555554bp-2;
+    double w2 = w * w;
+    double w4 = w2 * w2;
+    double w8 = w4 * w4;
+    double p0_1 = -0x1.555555555554bp-2 + 0x1.11111111102b4p-3 * w;
+    double p2_3 = -0x1.ba1ba1b935e52p-5 + 0x1.664f484956917p-6 * w;
+    double p4_5 = -0x1.226e2d0263cefp-7 + 0x1.d6d2479434e05p-9 * w;
+    double p6_7 = -0x1.7d8b95df43471p-10 + 0x1.3460ac7172927p-11 * w;
+    double p8_9 = -0x1.e80a92c35fdcep-13 + 0x1.59726246e248cp-14 * w;
+    double p0_3 = p0_1 + p2_3 * w2;
+    double p4_7 = p4_5 + p6_7 * w2;
+    double p8_10 = p8_9 - 0x1.3d27eb5aa1769p-16 * w2;
+    double p0_7 = p0_3 + p4_7 * w4;
+    double p = p0_7 + p8_10 * w8;
     double small = a + a * (w * p);
-    double ac = opf_select_f64(a > 20.0, 20.0, a); /* tanh(20) rounds to 1 */
-    double large = 1.0 - 2.0 / (opf_exp_f64(2.0 * ac) + 1.0);
+    double large = 1.0 - 2.0 / (opf_exp_f64(2.0 * a) + 1.0);
     return opf_math_with_sign_f64(opf_select_f64(a < 0.5625, small, large), x);
 }
 
@@ -425,64 +438,72 @@ OPF_MATH_FN double opf_tanh_f64(double x) {
 OPF_MATH_FN float opf_erf_f32(float x) {
     float a = opf_fabs_f32(x);
     float w = x * x;
-    float p = 0x1.496a28p-14f;
-    p = p * w + -0x1.a3f70ep-11f;
-    p = p * w + 0x1.5405b6p-8f;
-    p = p * w + -0x1.b7f91p-6f;
-    p = p * w + 0x1.ce2cf8p-4f;
-    p = p * w + -0x1.81273ep-2f;
-    p = p * w + 0x1.06eba8p-3f;
+    float w2 = w * w;
+    float w4 = w2 * w2;
+    float p0_1 = 0x1.06eba8p-3f - 0x1.81273ep-2f * w;
+    float p2_3 = 0x1.ce2cf8p-4f - 0x1.b7f91p-6f * w;
+    float p4_5 = 0x1.5405b6p-8f - 0x1.a3f70ep-11f * w;
+    float p0_3 = p0_1 + p2_3 * w2;
+    float p4_6 = p4_5 + 0x1.496a28p-14f * w2;
+    float p = p0_3 + p4_6 * w4;
     float small = x + x * p;
-    float ac = opf_select_f32(a > 4.0f, 4.0f, a);
-    float q = 0x1.86dd9p-13f;
-    q = q * ac + -0x1.825bp-9f;
-    q = q * ac + 0x1.65cb7ap-6f;
-    q = q * ac + -0x1.a65344p-4f;
-    q = q * ac + 0x1.728a2ap-2f;
-    q = q * ac + -0x1.2088eap+0f;
-    q = q * ac + -0x1.662f2ap-12f;
-    float large = opf_math_with_sign_f32(1.0f - opf_exp_f32(q - ac * ac), x);
+    float a2 = a * a;
+    float a4 = a2 * a2;
+    float q0_1 = -0x1.662f2ap-12f - 0x1.2088eap+0f * a;
+    float q2_3 = 0x1.728a2ap-2f - 0x1.a65344p-4f * a;
+    float q4_5 = 0x1.65cb7ap-6f - 0x1.825bp-9f * a;
+    float q0_3 = q0_1 + q2_3 * a2;
+    float q4_6 = q4_5 + 0x1.86dd9p-13f * a2;
+    float q = q0_3 + q4_6 * a4;
+    float large = 1.0f - opf_exp_f32(q - a2);
+    large = opf_math_with_sign_f32(opf_select_f32(a > 4.0f, 1.0f, large), x);
     return opf_select_f32(a < 1.0f, small, large);
 }
 
-/* As opf_erf_f32: x + x P(x^2) below 1.25, 1 - e^(-a^2 + Q(a)) on [1.25, 6]
+/* As opf_erf_f32: x + x P(x^2) below 1, 1 - e^(-a^2 + Q(a)) on [1, 6]
  * (erfc(6) < 2^-55). */
 OPF_MATH_FN double opf_erf_f64(double x) {
     double a = opf_fabs_f64(x);
     double w = x * x;
-    double p = -0x1.cb115efa8bee1p-39;
-    p = p * w + 0x1.5d1067c3e9a3cp-34;
-    p = p * w + -0x1.46c7225a4b892p-30;
-    p = p * w + 0x1.fa40e78086a46p-27;
-    p = p * w + -0x1.5f41160909a05p-23;
-    p = p * w + 0x1.b9e10e0b13ad2p-20;
-    p = p * w + -0x1.f4d1e78beb7b7p-17;
-    p = p * w + 0x1.f9a3207b6edp-14;
-    p = p * w + -0x1.c02db3c13ebcep-11;
-    p = p * w + 0x1.565bcd0cdcedep-8;
-    p = p * w + -0x1.b82ce3127cf04p-6;
-    p = p * w + 0x1.ce2f21a0428f6p-4;
-    p = p * w + -0x1.812746b0379e2p-2;
-    p = p * w + 0x1.06eba8214db68p-3;
+    double w2 = w * w;
+    double w4 = w2 * w2;
+    double w8 = w4 * w4;
+    double p0_1 = 0x1.06eba8214db68p-3 - 0x1.812746b0379bdp-2 * w;
+    double p2_3 = 0x1.ce2f21a040d16p-4 - 0x1.b82ce311fa93cp-6 * w;
+    double p4_5 = 0x1.565bccf92b2bcp-8 - 0x1.c02db03dd681dp-11 * w;
+    double p6_7 = 0x1.f9a2baa8f0036p-14 - 0x1.f4ca4d6e5970fp-17 * w;
+    double p8_9 = 0x1.b97fd3d0d3d21p-20 - 0x1.5c0726bb809eap-23 * w;
+    double p10_11 = 0x1.d71b0db42ab0ep-27 - 0x1.abae4501762abp-31 * w;
+    double p0_3 = p0_1 + p2_3 * w2;
+    double p4_7 = p4_5 + p6_7 * w2;
+    double p8_11 = p8_9 + p10_11 * w2;
+    double p0_7 = p0_3 + p4_7 * w4;
+    double p = p0_7 + p8_11 * w8;
     double small = x + x * p;
-    double ac = opf_select_f64(a > 6.0, 6.0, a);
-    double q = -0x1.ad0bb173ad32ep-33;
-    q = q * ac + 0x1.0ba254665e81dp-27;
-    q = q * ac + -0x1.3865711edb33cp-23;
-    q = q * ac + 0x1.c4f2716a8ce17p-20;
-    q = q * ac + -0x1.c7ed0abde0785p-17;
-    q = q * ac + 0x1.50342ddb1ae0ep-14;
-    q = q * ac + -0x1.72c0a8a5be8f2p-12;
-    q = q * ac + 0x1.2c6160e22433p-10;
-    q = q * ac + -0x1.3d6362c16e756p-9;
-    q = q * ac + 0x1.ec1a59b6104e6p-11;
-    q = q * ac + 0x1.30471ce975a55p-6;
-    q = q * ac + -0x1.a3ad54d661068p-4;
-    q = q * ac + 0x1.73fa18b19da11p-2;
-    q = q * ac + -0x1.20db8a1ea42f8p+0;
-    q = q * ac + -0x1.b8e2e353fd78fp-19;
-    double large = opf_math_with_sign_f64(1.0 - opf_exp_f64(q - ac * ac), x);
-    return opf_select_f64(a < 1.25, small, large);
+    double a2 = a * a;
+    double a4 = a2 * a2;
+    double a8 = a4 * a4;
+    double a16 = a8 * a8;
+    double q0_1 = -0x1.0df0033d7bbdap-21 - 0x1.20dd1fd62138dp+0 * a;
+    double q2_3 = 0x1.7413b18009191p-2 - 0x1.a4ac5e565f6cap-4 * a;
+    double q4_5 = 0x1.3722a27b8a131p-6 + 0x1.ae8e75ad421ap-12 * a;
+    double q6_7 = -0x1.f63f8e92cd3adp-10 + 0x1.9407fcc28c85p-11 * a;
+    double q8_9 = -0x1.1b338d0d6fff8p-13 - 0x1.5418de6925ef6p-16 * a;
+    double q10_11 = 0x1.7eeddaf591b2ep-16 - 0x1.22d7464790518p-17 * a;
+    double q12_13 = 0x1.1ea9fcbfca4d2p-19 - 0x1.90db6e9617b2dp-22 * a;
+    double q14_15 = 0x1.8ecc0e86baedcp-25 - 0x1.0e61545e22ce9p-28 * a;
+    double q16_17 = 0x1.c1ba4888713b4p-33 - 0x1.5ad9c0d781d5dp-38 * a;
+    double q0_3 = q0_1 + q2_3 * a2;
+    double q4_7 = q4_5 + q6_7 * a2;
+    double q8_11 = q8_9 + q10_11 * a2;
+    double q12_15 = q12_13 + q14_15 * a2;
+    double q0_7 = q0_3 + q4_7 * a4;
+    double q8_15 = q8_11 + q12_15 * a4;
+    double q0_15 = q0_7 + q8_15 * a8;
+    double q = q0_15 + q16_17 * a16;
+    double large = 1.0 - opf_exp_f64(q - a * a);
+    large = opf_math_with_sign_f64(opf_select_f64(a > 6.0, 1.0, large), x);
+    return opf_select_f64(a < 1.0, small, large);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -550,6 +571,10 @@ OPF_MATH_FN double opf_select(bool c, double a, double b) { return opf_select_f6
 #define opf_minimum(a, b) OPF_MATH_GENERIC2(minimum, a, b)
 #define opf_maximum(a, b) OPF_MATH_GENERIC2(maximum, a, b)
 #define opf_select(c, a, b) _Generic((a) + (b), float : opf_select_f32, default : opf_select_f64)((c), (a), (b))
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
 #endif
 
 #undef OPF_MATH_FN

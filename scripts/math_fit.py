@@ -217,8 +217,9 @@ FITS = {
     "tanh_f64": lambda: fit_tanh(10, 53, "0.5625"),
     "erf_small_f32": lambda: fit_erf_small(6, 24, "1.0"),
     "erf_large_f32": lambda: fit_erf_large(6, 24, "1.0", "4.0"),
-    "erf_small_f64": lambda: fit_erf_small(13, 53, "1.25"),
-    "erf_large_f64": lambda: fit_erf_large(14, 53, "1.25", "6.0"),
+    "erf_small_f64": lambda: fit_erf_small(11, 53, "1.0"),
+    "erf_large_f64": lambda: fit_erf_large(16, 53, "1.0", "6.0"),
+    "erf_large17_f64": lambda: fit_erf_large(17, 53, "1.0", "6.0"),
 }
 
 if __name__ == "__main__":
