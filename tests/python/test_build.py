@@ -296,7 +296,7 @@ def test_opforge_new_writes_a_project_whose_tests_pass(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     project = tmp_path / "myops"
     assert sorted(p.name for p in project.iterdir()) == ["README.md", "myops.c", "test_myops.py"]
-    assert '.name = "myops"' in (project / "myops.c").read_text()
+    assert 'OPF_EXPORT_OPS("myops", ops)' in (project / "myops.c").read_text()
     tests = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs"],
         cwd=project, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
