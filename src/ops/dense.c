@@ -178,8 +178,127 @@ const opf_op_decl opf_decl_dense_grad = {
     .arg_docs = "dy: gradient of dense's output [N, M]; x: dense's input [N, K]; w: dense's weights [K, M]; "
                 "y: dense's output [N, M], required for relu; dx: gradient of x [N, K]; dw: gradient of w [K, M]; "
                 "db: gradient of b [M]; activation: dense's activation",
+    .grad = "ddy, dx, dw = dense_grad_grad(dy, x, w, y, ddx, ddw, ddb)",
     .compute = dense_grad_compute,
     .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_grad_compute),
+};
+
+/* --- dense_grad_grad ------------------------------------------------------------- */
+
+/* C = A·B + bias on the GEMM driver; with no A (k = 0) C = bias, or 0 without
+ * one. bias: a contiguous vector or NULL. */
+static opf_status opf_product(opf_dtype dtype, int64_t m, int64_t n, int64_t k, opf_matrix a, opf_matrix b,
+                              const opf_tensor *c, const void *bias) {
+    opf_gemm_args g = {.dtype = dtype,
+                       .m = m,
+                       .n = n,
+                       .k = k,
+                       .a = a,
+                       .b = b,
+                       .c = opf_tensor_base(c),
+                       .rsc = opf_tensor_stride(c, 0),
+                       .csc = opf_tensor_stride(c, 1),
+                       .bias = bias};
+    return opf_gemm("dense_grad_grad", &g);
+}
+
+/* A contiguous scratch tensor of the shape and dtype of t (data NULL on failure). */
+static opf_tensor opf_scratch_like(const opf_tensor *t, opf_status *status) {
+    size_t bytes = (size_t)opf_tensor_numel(t) * opf_dtype_size(t->dtype);
+    void *data = malloc(bytes > 0 ? bytes : 1);
+    *status = data != NULL ? OPF_OK : opf_error(OPF_E_NOMEM, "dense_grad_grad: cannot allocate %zu bytes", bytes);
+    return opf_tensor_make(data, t->dtype, t->ndim, t->shape);
+}
+
+/* gdy = mask ⊙ (ddx·w + x·ddw + ddb); each term may be absent. */
+static opf_status opf_grad_of_dy(const opf_tensor *ddx, const opf_tensor *ddw, const opf_tensor *ddb,
+                                 const opf_tensor *x, const opf_tensor *w, const opf_tensor *y, int relu,
+                                 const opf_tensor *gdy) {
+    const int64_t n = gdy->shape[0], m = gdy->shape[1], k = x->shape[1];
+    opf_status st;
+    void *bias_copy = opf_contiguous_vector("dense_grad_grad", ddb, &st);
+    if (st != OPF_OK) {
+        return st;
+    }
+    const void *bias = bias_copy != NULL ? bias_copy : (ddb != NULL ? opf_tensor_base(ddb) : NULL);
+    if (ddx != NULL) { /* ddx·w + ddb */
+        st = opf_product(gdy->dtype, n, m, k, opf_matrix_of(ddx), opf_matrix_of(w), gdy, bias);
+    } else { /* x·ddw + ddb, or ddb alone (k = 0) */
+        st = opf_product(gdy->dtype, n, m, ddw != NULL ? k : 0, opf_matrix_of(x),
+                         ddw != NULL ? opf_matrix_of(ddw) : opf_matrix_of(w), gdy, bias);
+    }
+    free(bias_copy);
+    if (st == OPF_OK && ddx != NULL && ddw != NULL) { /* + x·ddw */
+        opf_tensor term = opf_scratch_like(gdy, &st);
+        if (st != OPF_OK) {
+            return st;
+        }
+        st = opf_product(gdy->dtype, n, m, k, opf_matrix_of(x), opf_matrix_of(ddw), &term, NULL);
+        if (st == OPF_OK) {
+            st = opf_op_run(opf_builtin_row(OPF_ROW_add), (const opf_tensor *[]){gdy, &term},
+                            (const opf_tensor *[]){gdy}, NULL);
+        }
+        free(term.data);
+    }
+    if (st == OPF_OK && relu) { /* the mask of y > 0, in place */
+        st = opf_op_run(opf_builtin_row(OPF_ROW_relu_grad), (const opf_tensor *[]){gdy, y}, (const opf_tensor *[]){gdy},
+                        NULL);
+    }
+    return st;
+}
+
+static opf_status dense_grad_grad_compute(const opf_tensor *const *in, const opf_tensor *const *out,
+                                          const opf_attr_value *attrs) {
+    const opf_tensor *dy = in[0], *x = in[1], *w = in[2], *y = in[3], *ddx = in[4], *ddw = in[5], *ddb = in[6];
+    const opf_tensor *gdy = out[0], *gx = out[1], *gw = out[2];
+    const int relu = attrs[0].i == OPF_ACT_RELU;
+    if (relu && y == NULL) {
+        return opf_error(OPF_E_INVALID, "y (dense's output) is required when activation is relu");
+    }
+    opf_status st = OPF_OK;
+    if (gdy != NULL) {
+        st = opf_grad_of_dy(ddx, ddw, ddb, x, w, y, relu, gdy);
+    }
+    if (st != OPF_OK || (gx == NULL && gw == NULL)) {
+        return st;
+    }
+    /* dz = dy masked by y > 0 (relu) */
+    opf_tensor dz = *dy;
+    if (relu) {
+        dz = opf_scratch_like(dy, &st);
+        if (st != OPF_OK) {
+            return st;
+        }
+        st = opf_op_run(opf_builtin_row(OPF_ROW_relu_grad), (const opf_tensor *[]){dy, y}, (const opf_tensor *[]){&dz},
+                        NULL);
+    }
+    const int64_t n = dy->shape[0], m = dy->shape[1], k = x->shape[1];
+    if (st == OPF_OK && gx != NULL) { /* gx = dz·ddwᵀ, 0 without ddw */
+        st = opf_product(dy->dtype, n, k, ddw != NULL ? m : 0, opf_matrix_of(&dz),
+                         ddw != NULL ? opf_transposed(ddw) : opf_transposed(w), gx, NULL);
+    }
+    if (st == OPF_OK && gw != NULL) { /* gw = ddxᵀ·dz, 0 without ddx */
+        st = opf_product(dy->dtype, k, m, ddx != NULL ? n : 0, ddx != NULL ? opf_transposed(ddx) : opf_transposed(x),
+                         opf_matrix_of(&dz), gw, NULL);
+    }
+    if (relu) {
+        free(dz.data);
+    }
+    return st;
+}
+
+const opf_op_decl opf_decl_dense_grad_grad = {
+    "dense_grad_grad(dy[N,M], x[N,K], w[K,M], y[N,M]?, ddx[N,K]?, ddw[K,M]?, ddb[M]?, *, "
+    "activation: {none, relu} = none) -> (gdy[N,M]?, gx[N,K]?, gw[K,M]?)",
+    .doc = "Gradients of dense_grad: with dz = dy masked by y > 0 for relu and the gradients ddx, ddw, ddb flowing "
+           "into its outputs (absent: zero), gdy = mask * (ddx @ w + x @ ddw + ddb), gx = dz @ ddw.T, "
+           "gw = ddx.T @ dz; y gets none (the mask is piecewise constant).",
+    .arg_docs = "dy: gradient of dense's output [N, M]; x: dense's input [N, K]; w: dense's weights [K, M]; "
+                "y: dense's output [N, M], required for relu; ddx: gradient of dense_grad's dx [N, K]; "
+                "ddw: gradient of dense_grad's dw [K, M]; ddb: gradient of dense_grad's db [M]; "
+                "gdy: gradient of dy [N, M]; gx: gradient of x [N, K]; gw: gradient of w [K, M]; "
+                "activation: dense's activation",
+    .compute = dense_grad_grad_compute,
 };
 
 /* --- typed entry points ----------------------------------------------------------- */

@@ -107,9 +107,52 @@ def test_differentiating_a_non_differentiable_op_is_an_error() -> None:
     x, w, dy = tf.ones([2, 3], tf.float64), tf.ones([3, 4], tf.float64), tf.ones([2, 4], tf.float64)
     with tf.GradientTape() as tape:
         tape.watch(dy)
-        dx = otf.dense_grad(dy, x, w).dx  # dw, db unused
-    with pytest.raises(LookupError, match=r"opforge\.dense_grad \(TensorFlow op OpfDenseGrad\) is not differentiable"):
-        tape.gradient(dx, dy)
+        gdy = otf.dense_grad_grad(dy, x, w, None, x).gdy  # gx, gw unused
+    with pytest.raises(
+        LookupError, match=r"opforge\.dense_grad_grad \(TensorFlow op OpfDenseGradGrad\) is not differentiable"
+    ):
+        tape.gradient(gdy, dy)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_dense_second_order_matches_builtin_ops(activation: str, bias: bool) -> None:
+    """Nested tapes through dense (its gradient dense_grad, whose own is
+    dense_grad_grad) against TensorFlow's matmul + bias + relu."""
+    x, w, b = away_from_kink((5, 4)), away_from_kink((4, 3)), away_from_kink((3,))
+
+    def ours(x: tf.Tensor, w: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+        return otf.dense(x, w, b if bias else None, activation=activation)
+
+    def builtin(x: tf.Tensor, w: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+        z = tf.matmul(x, w) + (b if bias else 0)
+        return tf.nn.relu(z) if activation == "relu" else z
+
+    def second(fn: Callable[..., tf.Tensor]) -> list[tf.Tensor]:
+        variables = [tf.Variable(t) for t in (x, w, b)]
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                loss = tf.reduce_sum(fn(*variables) ** 3)
+            grads = inner.gradient(loss, variables[:2] + variables[2:] * bias)
+            norm = tf.add_n([tf.reduce_sum(g * g) for g in grads])
+        return outer.gradient(norm, variables[:2] + variables[2:] * bias)
+
+    for a, e in zip(second(ours), second(builtin)):
+        np.testing.assert_allclose(a, e, rtol=1e-10, atol=1e-10)
+
+
+def test_dense_second_order_numeric() -> None:
+    x, w, b = away_from_kink((3, 4)), away_from_kink((4, 2)), away_from_kink((2,))
+    dy = away_from_kink((3, 2))
+
+    def grads(x: tf.Tensor, w: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            tape.watch([x, w, b])
+            y = otf.dense(x, w, b, activation="relu")
+        dx, dw, db = tape.gradient(y, [x, w, b], output_gradients=dy)
+        return tf.concat([tf.reshape(dx, [-1]), tf.reshape(dw, [-1]), db], 0)
+
+    assert_numeric_gradient(grads, x, w, b)
 
 
 def test_unconnected_gradients_of_a_multi_output_op() -> None:

@@ -42,4 +42,13 @@ def samples(name: str, dtype: torch.dtype, requires_grad: bool = False) -> list[
              {"activation": "relu", "output_mask": [False, True, True]}),
             ((R(3, 5), R(3, 4, seed=1), R(4, 5, seed=2)), {"output_mask": [True, False, False]}),
         ]
+    if name == "dense_grad_grad":
+        dy, x, w, y = R(3, 5), R(3, 4, seed=1), R(4, 5, seed=2), R(3, 5, seed=3).abs()
+        ddx, ddw, ddb = R(3, 4, seed=4), R(4, 5, seed=5), R(5, seed=6)
+        return [
+            ((dy, x, w, y, ddx, ddw, ddb), {"activation": "relu"}),
+            ((dy, x, w, None, ddx, ddw, ddb), {}),
+            ((dy, x, w, None, None, ddw), {"output_mask": [True, True, False]}),
+            ((dy, x, w, y, ddx, None, ddb), {"activation": "relu", "output_mask": [False, False, True]}),
+        ]
     raise KeyError(f"no samples for op {name!r}: add some to tests/torch/samples.py")

@@ -139,7 +139,102 @@ def _fake_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
 _AFTER_AUTOGRAD = torch._C._after_autograd_keyset
 _BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
 _grad_enabled = torch._C.is_grad_enabled
+# The autograd kernels record their node as aten's do, by the C apply of an
+# autograd.Function without torch.autograd.Function's functorch check: a
+# kernel runs inside the dispatcher, where torch.func's transforms have
+# already wrapped (grad: wrapper tensors recorded by this same autograd) or
+# batched (vmap: the rule registered with torch.library.register_vmap) the
+# tensors, so the op composes with torch.func as an aten op does.
+_Function = torch.autograd.function._SingleLevelFunction
+_fwd_grad_enabled = torch.autograd.forward_ad._set_fwd_grad_enabled
+_transforms_active = torch._C._are_functorch_transforms_active
+_single_level_allowed = torch._C._functorch.get_single_level_autograd_function_allowed
+_allow_single_level = torch._C._functorch.set_single_level_autograd_function_allowed
+
+
+def _apply(function: Any, *args: Any) -> Any:
+    """``function.apply(*args)``, allowed inside torch.func's transforms."""
+    if not _transforms_active() or _single_level_allowed():
+        return function.apply(*args)
+    _allow_single_level(True)
+    try:
+        return function.apply(*args)
+    finally:
+        _allow_single_level(False)
 _any_requires_grad = torch._C._any_requires_grad
+
+
+def _forward(handle: Any) -> Callable[..., Any]:
+    """The op below autograd: its backend kernel (the C one), for the
+    dispatch keys of the call."""
+
+    def forward(keyset: Any, attrs: dict[str, Any], *args: Any) -> Any:
+        if _transforms_active():
+            # Under torch.func, the call goes on to the transforms' lower
+            # levels, whose own autograd must record it: an autograd.Function
+            # runs forward with (forward and backward) grad mode off, which
+            # would hide it from them.
+            with torch.enable_grad(), _fwd_grad_enabled(True), _BELOW_AUTOGRAD():
+                return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
+        with _BELOW_AUTOGRAD():
+            return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
+
+    return forward
+
+
+def _batches_in_one_call(op: OpDef) -> bool:
+    """Whether a batch dim put in front of every input is just more leading
+    dims for the row: every input has "..." (or the row is elementwise) and
+    every output's shape carries them (like an input, or "..." itself)."""
+    if not op.inputs or any(arg.mutated for arg in op.inputs):
+        return False
+    leading = op.elementwise or all(arg.core_dims is not None for arg in op.inputs)
+    return leading and all(rule.kind in ("like", "batch") for rule in op.output_shapes)
+
+
+def _vmap_rule(namespace: str, op: OpDef) -> Callable[..., Any]:
+    """How ``torch.vmap`` runs a row, as ``torch.library.register_vmap`` and an
+    autograd.Function's ``vmap`` take it: ``rule(info, in_dims, *inputs,
+    **attrs) -> (outputs, out_dims)``. The operator itself is called (its
+    autograd and lower transforms apply), once with the batch dim in front
+    where the row's "..." allow it, else once per batch element."""
+    packet = getattr(getattr(torch.ops, namespace), op.name).default
+    one_call = _batches_in_one_call(op)
+    num_outputs = len(op.outputs)
+
+    def masked(attrs: dict[str, Any]) -> list[bool]:
+        mask = attrs.get("output_mask")
+        return [False] * num_outputs if mask is None else [not m for m in mask]
+
+    def rule(info: Any, in_dims: Sequence[Optional[int]], *args: Any, **attrs: Any) -> Any:
+        args = args + (None,) * (len(op.inputs) - len(args))
+        in_dims = tuple(in_dims) + (None,) * (len(args) - len(in_dims))
+        skipped = masked(attrs)  # outputs not computed: an unbatched [0]
+        if one_call:
+            moved = [
+                None if a is None else a.expand(info.batch_size, *a.shape) if d is None else a.movedim(d, 0)
+                for a, d in zip(args, in_dims)
+            ]
+            result = packet(*moved, **attrs)
+            outputs = result if isinstance(result, tuple) else (result,)
+        else:
+            results = []
+            for i in range(info.batch_size):
+                sliced = [a if a is None or d is None else a.select(d, i) for a, d in zip(args, in_dims)]
+                result = packet(*sliced, **attrs)
+                results.append(result if isinstance(result, tuple) else (result,))
+            if not results:
+                raise RuntimeError(f"{namespace}::{op.name}: vmap over a batch of size 0 is not supported")
+            outputs = tuple(
+                results[0][j] if skipped[j] else torch.stack([r[j] for r in results]) for j in range(num_outputs)
+            )
+        dims = tuple(None if skipped[j] else 0 for j in range(num_outputs))
+        if num_outputs == 1:
+            return outputs[0], dims[0]
+        return tuple(outputs), dims
+
+    rule.__name__ = f"{op.name}_vmap"
+    return rule
 
 
 def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[..., Any]:
@@ -183,6 +278,9 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
                 return outputs[source.index]
             if source.kind == "grad":
                 g = grads[source.index]
+                mask = attrs.get("output_mask")
+                if mask is not None and not mask[source.index]:
+                    return None  # an output not computed: nothing flows into it
                 return torch.zeros_like(outputs[source.index]) if g is None else g
             return None
 
@@ -197,29 +295,38 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
         present = [need and inputs[i] is not None for i, need in enumerate(needs[:num_inputs])]
         return run_grad_rules(op, present, value, call)
 
-    class Function(torch.autograd.Function):
+    num_outputs = len(op.outputs)
+    forward = _forward(handle)
+
+    class Function(_Function):
         @staticmethod
-        def forward(ctx: Any, keyset: Any, attrs: dict[str, Any], *args: Any) -> Any:  # type: ignore[override]
-            with _BELOW_AUTOGRAD():
-                output = handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
+        def forward(keyset: Any, attrs: dict[str, Any], *args: Any) -> Any:  # type: ignore[override]
+            return forward(keyset, attrs, *args)
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            args = inputs[2:]
             outputs = output if isinstance(output, tuple) else (output,)
-            inputs = tuple(args) + (None,) * (num_inputs - len(args))  # trailing defaults dropped
-            ctx.save_for_backward(*inputs, *outputs)
-            ctx.attrs = attrs
-            return output
+            ctx.save_for_backward(*args, *(None,) * (num_inputs - len(args)), *outputs)
+            ctx.attrs = inputs[1]
 
         @staticmethod
         def backward(ctx: Any, *grads: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
             saved = ctx.saved_tensors
             needs = tuple(ctx.needs_input_grad[2:]) + (False,) * num_inputs
-            result = gradients(saved[:num_inputs], saved[num_inputs:], ctx.attrs, grads, needs)
+            mask = ctx.attrs.get("output_mask")
+            if mask is not None:  # an output not computed has no gradient (not a zero of its [0] shape)
+                grads = tuple(None if not m else g for m, g in zip(mask, grads))
+            result = gradients(saved[:num_inputs], saved[num_inputs:num_inputs + num_outputs], ctx.attrs, grads, needs)
             return (None, None, *result[: len(ctx.needs_input_grad) - 2])
 
     Function.__name__ = f"{namespace}_{op.name}_Function"
 
     def kernel(keyset: Any, *args: Any, **attrs: Any) -> Any:
-        if _grad_enabled() and _any_requires_grad(*args):
-            return Function.apply(keyset, attrs, *args)
+        # Under torch.func, always through the Function: a forward-mode
+        # transform (jvp, jacfwd) then fails there rather than drop tangents.
+        if _transforms_active() or (_grad_enabled() and _any_requires_grad(*args)):
+            return _apply(Function, keyset, attrs, *args)
         with _BELOW_AUTOGRAD():
             return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
 
@@ -234,11 +341,16 @@ def _no_grad_rule_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
     handle = getattr(getattr(torch.ops, namespace), op.name).default._handle
     message = f"{namespace}::{op.name} is not differentiable: its table row has no gradient rule"
 
-    class Function(torch.autograd.Function):
+    forward = _forward(handle)
+
+    class Function(_Function):
         @staticmethod
-        def forward(ctx: Any, keyset: Any, attrs: dict[str, Any], *args: Any) -> Any:  # type: ignore[override]
-            with _BELOW_AUTOGRAD():
-                return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
+        def forward(keyset: Any, attrs: dict[str, Any], *args: Any) -> Any:  # type: ignore[override]
+            return forward(keyset, attrs, *args)
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            pass
 
         @staticmethod
         def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
@@ -247,8 +359,10 @@ def _no_grad_rule_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
     Function.__name__ = f"{namespace}_{op.name}_NotDifferentiable"
 
     def kernel(keyset: Any, *args: Any, **attrs: Any) -> Any:
-        if _grad_enabled() and _any_requires_grad(*args):
-            return Function.apply(keyset, attrs, *args)
+        # Under torch.func, always through the Function: a forward-mode
+        # transform (jvp, jacfwd) then fails there rather than drop tangents.
+        if _transforms_active() or (_grad_enabled() and _any_requires_grad(*args)):
+            return _apply(Function, keyset, attrs, *args)
         with _BELOW_AUTOGRAD():
             return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
 
@@ -322,6 +436,8 @@ def _python_registrations(namespace: str, table: OpTable) -> dict[str, torch.lib
             kernel = _no_grad_rule_kernel(namespace, op)
         if kernel is not None:
             library.impl(op.name, kernel, "Autograd", with_keyset=True)
+        if not any(arg.mutated for arg in op.inputs):
+            torch.library.register_vmap(f"{namespace}::{op.name}", _vmap_rule(namespace, op), lib=library)
         libraries[op.name] = library
     return libraries
 

@@ -1,0 +1,225 @@
+"""Second derivatives and torch.func transforms through opforge's ops,
+compared with the same computations on PyTorch's own ops."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import warnings
+from typing import Any, Callable, Iterator
+
+import pytest
+import torch
+import torch.nn.functional as F
+from oplib import compile_myops
+from torch.autograd import gradcheck, gradgradcheck
+from torch.func import grad, hessian, jacrev, vmap
+
+import opforge.torch  # noqa: F401  (registers torch.ops.opforge)
+
+F64 = torch.float64
+ops = torch.ops.opforge
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def away_from_zero(t: torch.Tensor) -> torch.Tensor:
+    """Values at least 0.3 from 0 (no relu kink within a gradcheck step)."""
+    return t + 0.3 * torch.where(t >= 0, 1.0, -1.0).to(t.dtype)
+
+
+def dense_inputs(noncontiguous: bool, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = gen(seed)
+    if noncontiguous:
+        x = torch.randn(4, 10, dtype=F64, generator=g)[:, ::2]  # [4, 5], column stride 2
+        w = torch.randn(3, 5, dtype=F64, generator=g).t()  # [5, 3], transposed
+        b = torch.randn(6, dtype=F64, generator=g)[::2]
+    else:
+        x = torch.randn(4, 5, dtype=F64, generator=g)
+        w = torch.randn(5, 3, dtype=F64, generator=g)
+        b = torch.randn(3, dtype=F64, generator=g)
+    # Pre-activations away from 0: shift b per column so that x @ w + b has no value near 0.
+    z = x @ w + b
+    b = b + 0.5 * torch.where(z.mean(0) >= 0, 1.0, -1.0).to(F64)
+    z = x @ w + b
+    assert (z.abs() > 1e-2).all()
+    return x, w, b
+
+
+@pytest.mark.parametrize("noncontiguous", [False, True], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_dense_gradgradcheck(activation: str, bias: bool, noncontiguous: bool) -> None:
+    x, w, b = dense_inputs(noncontiguous)
+    args = tuple(t.clone().requires_grad_() for t in ((x, w, b) if bias else (x, w)))
+    if noncontiguous:  # keep the strided layouts
+        args = tuple(t.detach().requires_grad_() for t in ((x, w, b) if bias else (x, w)))
+
+    def f(*a: torch.Tensor) -> torch.Tensor:
+        return ops.dense(a[0], a[1], a[2] if len(a) > 2 else None, activation=activation)
+
+    assert gradcheck(f, args)
+    assert gradgradcheck(f, args)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_dense_second_derivative_matches_torch(activation: str) -> None:
+    x, w, b = dense_inputs(False, seed=1)
+
+    def loss(fn: Callable[..., torch.Tensor], x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (fn(x, w, b) ** 3).sum()
+
+    def ours(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return ops.dense(x, w, b, activation=activation)
+
+    def theirs(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        y = F.linear(x, w.t(), b)
+        return torch.relu(y) if activation == "relu" else y
+
+    results = []
+    for fn in (ours, theirs):
+        leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+        first = torch.autograd.grad(loss(fn, *leaves), leaves, create_graph=True)
+        second = torch.autograd.grad(sum((g * g).sum() for g in first), leaves)
+        results.append(second)
+    for a, e in zip(*results):
+        torch.testing.assert_close(a, e)
+
+
+def test_dense_grad_grad_is_not_differentiable() -> None:
+    x, w, b = (t.requires_grad_() for t in dense_inputs(False))
+    dy = torch.ones(4, 3, dtype=F64, requires_grad=True)
+    gdy, gx, gw = ops.dense_grad_grad(dy, x, w, None, x, w, b)
+    with pytest.raises(RuntimeError, match="dense_grad_grad is not differentiable"):
+        gdy.sum().backward()
+
+
+# --- torch.func --------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def no_fallback() -> Iterator[None]:
+    """Fails on vmap's slow-fallback warning (an op without a batching rule)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*fallback.*")
+        yield
+
+
+def test_func_grad_relu() -> None:
+    x = torch.randn(7, dtype=F64, generator=gen())
+    torch.testing.assert_close(grad(lambda t: ops.relu(t).sum())(x), grad(lambda t: torch.relu(t).sum())(x))
+    torch.testing.assert_close(
+        grad(lambda t: (ops.scale(t, alpha=3.0) ** 3).sum())(x), grad(lambda t: ((3 * t) ** 3).sum())(x)
+    )
+
+
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_func_jacrev_dense(activation: str) -> None:
+    x, w, b = dense_inputs(False, seed=2)
+
+    def theirs(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        y = F.linear(x, w.t(), b)
+        return torch.relu(y) if activation == "relu" else y
+
+    ours = lambda x, w, b: ops.dense(x, w, b, activation=activation)  # noqa: E731
+    with no_fallback():
+        for a, e in zip(jacrev(ours, argnums=(0, 1, 2))(x, w, b), jacrev(theirs, argnums=(0, 1, 2))(x, w, b)):
+            torch.testing.assert_close(a, e)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_func_second_order_dense(activation: str) -> None:
+    """jacrev of jacrev (reverse over reverse) and vmap of grad through dense."""
+    x, w, b = dense_inputs(False, seed=3)
+
+    def theirs(w: torch.Tensor) -> torch.Tensor:
+        y = F.linear(x, w.t(), b)
+        return ((torch.relu(y) if activation == "relu" else y) ** 3).sum()
+
+    def ours(w: torch.Tensor) -> torch.Tensor:
+        return (ops.dense(x, w, b, activation=activation) ** 3).sum()
+
+    with no_fallback():
+        torch.testing.assert_close(jacrev(jacrev(ours))(w), jacrev(jacrev(theirs))(w))
+        ws = torch.randn(5, *w.shape, dtype=F64, generator=gen(4))
+        torch.testing.assert_close(vmap(grad(ours))(ws), vmap(grad(theirs))(ws))
+
+
+def test_func_hessian_needs_forward_mode() -> None:
+    """torch.func.hessian is jacfwd(jacrev): forward mode, which the table does
+    not declare; it raises instead of dropping the tangents."""
+    x = torch.randn(3, dtype=F64, generator=gen())
+    with pytest.raises(NotImplementedError, match="jvp"):
+        hessian(lambda t: (ops.scale(t, alpha=2.0) ** 3).sum())(x)
+
+
+def test_vmap_elementwise_and_dense() -> None:
+    xs = torch.randn(6, 4, 5, dtype=F64, generator=gen(5))
+    ys = torch.randn(4, 6, 5, dtype=F64, generator=gen(6))
+    x, w, b = dense_inputs(False, seed=7)
+    with no_fallback():
+        torch.testing.assert_close(vmap(ops.relu)(xs), torch.relu(xs))
+        torch.testing.assert_close(vmap(ops.add, in_dims=(0, 1))(xs, ys), xs + ys.movedim(1, 0))
+        torch.testing.assert_close(vmap(ops.add, in_dims=(0, None))(xs, ys[:, 0]), xs + ys[:, 0])
+        torch.testing.assert_close(vmap(lambda t: ops.scale(t, alpha=-2.0), in_dims=1)(xs), -2 * xs.movedim(1, 0))
+        xb = torch.randn(3, 4, 5, dtype=F64, generator=gen(8))
+        torch.testing.assert_close(
+            vmap(lambda t: ops.dense(t, w, b, activation="relu"))(xb), torch.relu(F.linear(xb, w.t(), b))
+        )
+        wb = torch.randn(3, 5, 3, dtype=F64, generator=gen(9))
+        torch.testing.assert_close(
+            vmap(lambda v: ops.dense(x, v, None), in_dims=0)(wb), torch.stack([x @ v for v in wb])
+        )
+
+
+def test_vmap_batches_elementwise_rows_in_one_call() -> None:
+    """A row whose inputs all have "..." is called once for the whole batch."""
+    calls: list[Any] = []
+    xs = torch.randn(9, 4, dtype=F64, generator=gen())
+    with _Spy(torch.ops.opforge.relu.default, calls):
+        vmap(ops.relu)(xs)
+    assert calls == [(9, 4)]
+
+
+class _Spy(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the input shapes of one operator's calls."""
+
+    def __init__(self, op: Any, calls: list[Any]) -> None:
+        super().__init__()
+        self.op, self.calls = op, calls
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is self.op:
+            self.calls.append(tuple(args[0].shape))
+        return func(*args, **(kwargs or {}))
+
+
+# --- user ops (examples/ops/myops.c) -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def myops(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    opforge.torch.load_ops(compile_myops(tmp_path_factory.mktemp("torch_myops_func")))
+    return torch.ops.myops
+
+
+def test_func_user_ops(myops: Any) -> None:
+    x = torch.randn(4, 6, dtype=F64, generator=gen(10))
+    with no_fallback():
+        torch.testing.assert_close(grad(lambda t: myops.softplus(t).sum())(x), grad(lambda t: F.softplus(t).sum())(x))
+        torch.testing.assert_close(jacrev(myops.softplus)(x), jacrev(F.softplus)(x))
+        torch.testing.assert_close(vmap(myops.softplus)(x), F.softplus(x))
+        torch.testing.assert_close(vmap(myops.rowsum)(x), x.sum(-1))
+        torch.testing.assert_close(vmap(myops.rowsum, in_dims=1)(x), x.sum(0))
+        torch.testing.assert_close(jacrev(myops.rowsum)(x), jacrev(lambda t: t.sum(-1))(x))
+        torch.testing.assert_close(
+            jacrev(jacrev(lambda t: myops.my_op(t, factor=3.0).pow(3).sum()))(x[0]),
+            jacrev(jacrev(lambda t: (3 * t).pow(3).sum()))(x[0]),
+        )
+        torch.testing.assert_close(
+            vmap(grad(lambda t: myops.rowsum(t).pow(2).sum()))(x), vmap(grad(lambda t: t.sum(-1).pow(2).sum()))(x)
+        )
