@@ -52,9 +52,12 @@ Source = Union[str, "os.PathLike[str]"]
 #: Flags of every C build (user ops), before the include and library paths.
 C_FLAGS = ("-std=c11", "-O3", "-fPIC", "-fno-math-errno", "-Wall", "-Wextra", "-shared")
 #: Flags of every CUDA build (nvcc; the host compiler gets -fPIC and the warnings).
+#: -fmad=false and -ffp-contract=off: a*b + c rounds twice, as in the C build, so
+#: the device and every CPU build agree bit for bit (see opforge_cuda.h).
 CUDA_FLAGS = (
-    "-std=c++20", "-O3", "-shared", "-Xcompiler=-fPIC,-fno-math-errno,-Wall,-Wextra,-Wno-missing-field-initializers",
-)
+    "-x", "cu", "-std=c++20", "-O3", "-fmad=false", "-shared",
+    "-Xcompiler=-fPIC,-fno-math-errno,-ffp-contract=off,-Wall,-Wextra,-Wno-missing-field-initializers",
+)  # fmt: skip
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _KEY_LENGTH = 16  # hex digits of a key in file names

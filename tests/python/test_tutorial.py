@@ -39,7 +39,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_tutorial_has_its_examples() -> None:
     assert set(C_FILES) == {"relu_ops.c", "myop_ops.c", "add_ops.c", "softmax_ops.c", "linear_ops.c"}
-    assert len(PYTHON) >= 6
+    assert len(PYTHON) >= 7
 
 
 @pytest.mark.parametrize("index", range(len(PYTHON)))
