@@ -55,7 +55,7 @@ C_FLAGS = ("-std=c11", "-O3", "-fPIC", "-fno-math-errno", "-Wall", "-Wextra", "-
 #: -fmad=false and -ffp-contract=off: a*b + c rounds twice, as in the C build, so
 #: the device and every CPU build agree bit for bit (see opforge_cuda.h).
 CUDA_FLAGS = (
-    "-x", "cu", "-std=c++20", "-O3", "-fmad=false", "-shared",
+    "-x", "cu", "-std=c++17", "-O3", "-fmad=false", "-shared",
     "-Xcompiler=-fPIC,-fno-math-errno,-ffp-contract=off,-Wall,-Wextra,-Wno-missing-field-initializers",
 )  # fmt: skip
 
