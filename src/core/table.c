@@ -143,6 +143,15 @@ static opf_status opf_validate_grads(const opf_op_table *table, const opf_op_def
     for (int32_t g = 0; g < op->num_grads; g++) {
         const opf_grad_def *rule = &op->grads[g];
         int32_t want_sources = 1, want_produces = 1;
+        /* Checked before comparing with the gradient row's counts, which that
+         * row's own validation may not have reached yet: the loops below read
+         * sources[] and produces[] up to these counts. */
+        if (rule->num_sources < 0 || rule->num_sources > OPF_MAX_ARGS || rule->num_produces < 0 ||
+            rule->num_produces > OPF_MAX_ARGS) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                            "op '%s': gradient rule %d has %d sources and %d products; at most %d of each", op->name,
+                            (int)g, (int)rule->num_sources, (int)rule->num_produces, OPF_MAX_ARGS);
+        }
         if (rule->op != NULL) {
             const opf_op_def *grad_op = opf_op_find(table, rule->op);
             if (grad_op == NULL) {
