@@ -309,27 +309,30 @@ typedef struct opf_alias_arg {
     int output;
 } opf_alias_arg;
 
-/* How `w` (written) relates to `x`, another argument: "" when allowed, else
- * the reason. Exact in-place is allowed only onto a read-only input of an
+/* How `w` (written) relates to `x`, another argument: NULL when allowed, else
+ * the verb of the refusal; *unsure is set when the overlap could not be
+ * decided. Exact in-place is allowed only onto a read-only input of an
  * elementwise row; any other shared byte is refused. */
-static const char *opf_alias_conflict(const opf_op_def *op, const opf_alias_arg *w, const opf_alias_arg *x) {
+static const char *opf_alias_conflict(const opf_op_def *op, const opf_alias_arg *w, const opf_alias_arg *x,
+                                      int *unsure) {
     opf_overlap overlap = opf_tensors_overlap(w->t, x->t);
+    *unsure = overlap == OPF_OVERLAP_UNKNOWN;
     if (overlap == OPF_DISJOINT) {
-        return "";
+        return NULL;
     }
     if (x->written) {
-        return overlap == OPF_OVERLAP ? "overlap" : "may overlap (their strides are too irregular to tell)";
+        return *unsure ? "may overlap" : "overlap";
     }
     if (!(op->flags & OPF_OP_ELEMENTWISE)) {
-        return overlap == OPF_OVERLAP ? "overlaps input"
-                                      : "may overlap input (their strides are too irregular to tell)";
+        return *unsure ? "may overlap input" : "overlaps input";
     }
     if (opf_tensors_alias_exactly(w->t, x->t)) {
-        return "";
+        return NULL;
     }
-    return overlap == OPF_OVERLAP ? "partially overlaps input"
-                                  : "may partially overlap input (their strides are too irregular to tell)";
+    return *unsure ? "may partially overlap input" : "partially overlaps input";
 }
+
+#define OPF_UNSURE " (their strides are too irregular to tell)"
 
 /* No written argument may overlap itself or share memory with another
  * argument, except an output (or mutated input) of an elementwise row that is
@@ -355,14 +358,14 @@ static opf_status opf_check_aliasing(const opf_op_def *op, const opf_tensor *con
         }
         opf_overlap self = opf_tensor_self_overlaps(w->t);
         if (self != OPF_DISJOINT) {
-            const char *how = self == OPF_OVERLAP ? "has" : "may have (its strides are too irregular to tell)";
+            const char *how = self == OPF_OVERLAP ? "has" : "may have";
             return w->output ? opf_fail(OPF_E_LAYOUT, opf_label(op),
-                                        "%s %s overlapping elements (a zero or overlapping stride); outputs must not",
-                                        w->name, how)
+                                        "%s %s overlapping elements (a zero or overlapping stride%s); outputs must not",
+                                        w->name, how, self == OPF_OVERLAP ? "" : ", or strides too irregular to tell")
                              : opf_fail(OPF_E_LAYOUT, opf_label(op),
                                         "%s is written in place but %s overlapping elements (a zero or overlapping "
-                                        "stride)",
-                                        w->name, how);
+                                        "stride%s)",
+                                        w->name, how, self == OPF_OVERLAP ? "" : ", or strides too irregular to tell");
         }
     }
     for (int32_t i = 0; i < n; i++) {
@@ -372,20 +375,23 @@ static opf_status opf_check_aliasing(const opf_op_def *op, const opf_tensor *con
             if (j == i || (x->written && j > i)) {
                 continue; /* each pair of written arguments once */
             }
-            const char *conflict = opf_alias_conflict(op, w, x);
-            if (conflict[0] == '\0') {
+            int unsure;
+            const char *conflict = opf_alias_conflict(op, w, x, &unsure);
+            if (conflict == NULL) {
                 continue;
             }
+            const char *why = unsure ? OPF_UNSURE : "";
             if (x->written && x->output && w->output) {
-                return opf_fail(OPF_E_LAYOUT, opf_label(op), "outputs %s and %s %s", x->name, w->name, conflict);
+                return opf_fail(OPF_E_LAYOUT, opf_label(op), "outputs %s and %s %s%s", x->name, w->name, conflict, why);
             }
             if (x->written) {
-                return opf_fail(
-                    OPF_E_LAYOUT, opf_label(op), "%s%s and %s%s %s; arguments an op writes must not share memory", x->name,
-                    x->output ? "" : " (written in place)", w->name, w->output ? "" : " (written in place)", conflict);
+                return opf_fail(OPF_E_LAYOUT, opf_label(op),
+                                "%s%s and %s%s %s%s; arguments an op writes must not share memory", x->name,
+                                x->output ? "" : " (written in place)", w->name, w->output ? "" : " (written in place)",
+                                conflict, why);
             }
-            return opf_fail(OPF_E_LAYOUT, opf_label(op), "%s%s %s %s; %s", w->name, w->output ? "" : " (written in place)",
-                            conflict, x->name,
+            return opf_fail(OPF_E_LAYOUT, opf_label(op), "%s%s %s %s%s; %s", w->name, w->output ? "" : " (written in place)",
+                            conflict, x->name, why,
                             op->flags & OPF_OP_ELEMENTWISE ? "in place is allowed only onto the same elements"
                                                            : "this op cannot run in place");
         }

@@ -185,9 +185,12 @@ typedef struct opf_knapsack {
     int64_t u[OPF_MAX_TERMS];         /* bounds, >= 1 */
     int64_t reach[OPF_MAX_TERMS + 1]; /* sum of c_j u_j over j >= k */
     int64_t gcd[OPF_MAX_TERMS + 1];   /* gcd of c_j over j >= k (0 past the last) */
+    /* x_k must be r_k = (target / h_k) * inv_k mod m_k, with h_k = gcd(c_k, gcd[k+1]),
+     * m_k = gcd[k+1] / h_k and inv_k the inverse of c_k / h_k modulo m_k. */
+    int64_t h[OPF_MAX_TERMS], m[OPF_MAX_TERMS], inv[OPF_MAX_TERMS];
     int64_t target;
-    int64_t work; /* steps left */
-    int overflow; /* a sum left int64: the answer is OPF_OVERLAP_UNKNOWN */
+    int64_t *work; /* steps left, shared by the searches of one question */
+    int overflow;  /* a sum left int64: the answer is OPF_OVERLAP_UNKNOWN */
 } opf_knapsack;
 
 static int64_t opf_gcd64(int64_t a, int64_t b) {
@@ -199,8 +202,11 @@ static int64_t opf_gcd64(int64_t a, int64_t b) {
     return a;
 }
 
-/* a * b mod m for 0 <= a, b < m < 2^62, without a wider type. */
+/* a * b mod m for 0 <= a, b < m < 2^62. */
 static int64_t opf_mulmod(int64_t a, int64_t b, int64_t m) {
+#if defined(__SIZEOF_INT128__)
+    return (int64_t)((unsigned __int128)a * (unsigned __int128)b % (unsigned __int128)m);
+#else
     int64_t r = 0;
     while (b > 0) {
         if (b & 1) {
@@ -210,6 +216,7 @@ static int64_t opf_mulmod(int64_t a, int64_t b, int64_t m) {
         b >>= 1;
     }
     return r;
+#endif
 }
 
 /* The inverse of a modulo m, for gcd(a, m) == 1 and 1 < m < 2^62. */
@@ -259,7 +266,7 @@ static void opf_knapsack_add(opf_knapsack *p, int64_t g, int64_t u) {
 }
 
 static opf_overlap opf_knapsack_search(opf_knapsack *p, int32_t k, int64_t target) {
-    if (p->work-- <= 0) {
+    if ((*p->work)-- <= 0) {
         return OPF_OVERLAP_UNKNOWN;
     }
     if (target < 0 || target > p->reach[k]) {
@@ -278,20 +285,16 @@ static opf_overlap opf_knapsack_search(opf_knapsack *p, int32_t k, int64_t targe
     if (lo > hi) {
         return OPF_DISJOINT;
     }
-    if (k + 1 < p->n) {
-        /* target - c x must be a multiple of the smaller terms' gcd g: with
-         * h = gcd(c, g) (which divides target), x = (target/h) (c/h)^-1 mod g/h. */
-        int64_t g = p->gcd[k + 1], h = opf_gcd64(c, g), m = g / h;
-        if (m > 1) {
-            int64_t r = opf_mulmod((target / h) % m, opf_inverse_mod((c / h) % m, m), m);
-            int64_t d = r - lo % m;
-            d = d < 0 ? d + m : d;
-            if (d > hi - lo) {
-                return OPF_DISJOINT;
-            }
-            lo += d;
-            step = m;
+    if (p->m[k] > 1) {
+        /* target - c x must be a multiple of the smaller terms' gcd. */
+        const int64_t m = p->m[k], r = opf_mulmod((target / p->h[k]) % m, p->inv[k], m);
+        int64_t d = r - lo % m;
+        d = d < 0 ? d + m : d;
+        if (d > hi - lo) {
+            return OPF_DISJOINT;
         }
+        lo += d;
+        step = m;
     }
     for (int64_t x = lo;; x += step) {
         opf_overlap r = opf_knapsack_search(p, k + 1, target - c * x);
@@ -309,7 +312,7 @@ static int opf_knapsack_cmp(const void *pa, const void *pb) {
     return (a[0] < b[0]) - (a[0] > b[0]); /* decreasing coefficient */
 }
 
-static opf_overlap opf_knapsack_solve(opf_knapsack *p) {
+static opf_overlap opf_knapsack_solve(opf_knapsack *p, int64_t *work) {
     if (p->overflow) {
         return OPF_OVERLAP_UNKNOWN;
     }
@@ -330,8 +333,11 @@ static opf_overlap opf_knapsack_solve(opf_knapsack *p) {
             return OPF_OVERLAP_UNKNOWN;
         }
         p->gcd[k] = opf_gcd64(p->c[k], p->gcd[k + 1]);
+        p->h[k] = p->gcd[k + 1] == 0 ? 1 : p->gcd[k];
+        p->m[k] = p->gcd[k + 1] / p->h[k];
+        p->inv[k] = p->m[k] > 1 ? opf_inverse_mod((p->c[k] / p->h[k]) % p->m[k], p->m[k]) : 0;
     }
-    p->work = OPF_OVERLAP_WORK;
+    p->work = work;
     return opf_knapsack_search(p, 0, p->target);
 }
 
@@ -394,7 +400,8 @@ opf_overlap opf_tensors_overlap(const opf_tensor *a, const opf_tensor *b) {
             opf_knapsack_add(&p, -opf_tensor_stride(b, d) * (eb / unit), b->shape[d] - 1);
         }
     }
-    return opf_knapsack_solve(&p);
+    int64_t work = OPF_OVERLAP_WORK;
+    return opf_knapsack_solve(&p, &work);
 }
 
 int opf_tensors_alias_exactly(const opf_tensor *a, const opf_tensor *b) {
@@ -452,6 +459,7 @@ opf_overlap opf_tensor_self_overlaps(const opf_tensor *t) {
      * z): stride_k (1 + x_k) + sum_{d > k} stride_d (x_d - u_d) == 0 with
      * x_k in [0, u_k - 1], x_d in [0, 2 u_d], u = size - 1. */
     opf_overlap answer = OPF_DISJOINT;
+    int64_t work = OPF_OVERLAP_WORK; /* for all k together */
     for (int32_t k = 0; k < n && answer != OPF_OVERLAP; k++) {
         opf_knapsack p = {.target = -dims[k].stride};
         opf_knapsack_add(&p, dims[k].stride, dims[k].size - 2);
@@ -461,7 +469,7 @@ opf_overlap opf_tensor_self_overlaps(const opf_tensor *t) {
                 __builtin_mul_overflow(dims[d].stride, u, &moved) || __builtin_add_overflow(p.target, moved, &p.target);
             opf_knapsack_add(&p, dims[d].stride, 2 * u);
         }
-        opf_overlap r = opf_knapsack_solve(&p);
+        opf_overlap r = opf_knapsack_solve(&p, &work);
         answer = r == OPF_DISJOINT ? answer : r;
     }
     return answer;
