@@ -390,8 +390,8 @@ static opf_status opf_check_aliasing(const opf_op_def *op, const opf_tensor *con
                                 x->output ? "" : " (written in place)", w->name, w->output ? "" : " (written in place)",
                                 conflict, why);
             }
-            return opf_fail(OPF_E_LAYOUT, opf_label(op), "%s%s %s %s%s; %s", w->name, w->output ? "" : " (written in place)",
-                            conflict, x->name, why,
+            return opf_fail(OPF_E_LAYOUT, opf_label(op), "%s%s %s %s%s; %s", w->name,
+                            w->output ? "" : " (written in place)", conflict, x->name, why,
                             op->flags & OPF_OP_ELEMENTWISE ? "in place is allowed only onto the same elements"
                                                            : "this op cannot run in place");
         }
