@@ -285,6 +285,149 @@ TEST(test_validate_gradient_rule_counts) {
     free(fwd);
 }
 
+/* A MIN_RANK or DIM_IS check ignores input b, but the runner looked up
+ * whether b was present: b = -1 was accepted by validation and read
+ * out of bounds. */
+TEST(test_validate_check_input_b) {
+    opf_op_def *row = xcalloc(1, sizeof *row);
+    *row = (opf_op_def){
+        .name = "ranked",
+        .dtypes = OPF_DTYPES_F32,
+        .num_inputs = 1,
+        .inputs = {{.name = "x"}},
+        .num_outputs = 1,
+        .outputs = {{.name = "y"}},
+        .output_shapes = {{.kind = OPF_SHAPE_LIKE, .like = 0}},
+        .num_checks = 1,
+        .checks = {{.kind = OPF_CHECK_MIN_RANK, .a = 0, .b = -1, .rank = 1}},
+        .compute = noop_compute,
+    };
+    const opf_op_def *rows[1] = {row};
+    const opf_op_table table = {OPF_TABLE_ABI_VERSION, "hostile", 1, rows};
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    CHECK_CONTAINS(opf_last_error(), "check 0");
+    row->checks[0] = (opf_check){.kind = OPF_CHECK_DIM_IS, .a = 0, .a_dim = 0, .b = 9, .rank = 3};
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    row->checks[0].b = 0;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_OK);
+    free(row);
+}
+
+static void touch_f32(int64_t n, const void *const *in, void *const *out, const opf_attr_value *attrs) {
+    (void)attrs;
+    for (int64_t i = 0; i < n; i++) {
+        ((float *)out[0])[i] = ((const float *)in[0])[i] + ((const float *)in[1])[i];
+    }
+}
+
+static const opf_eltwise_kernel add_kernel = {2, 1, {touch_f32}, {NULL}};
+
+static void rowsum_f32(const opf_row_args *args) {
+    float s = 0;
+    for (int64_t i = 0; i < args->in_len[0]; i++) {
+        s += ((const float *)args->in[0])[i];
+    }
+    ((float *)args->out[0])[0] = s;
+}
+
+static const opf_row_kernel rowsum_kernel = {1, 1, {rowsum_f32}, {NULL}};
+
+/* Hand-written rows run by the elementwise or row engine validated without
+ * the checks that tie together the shapes the engine walks, and then read
+ * outside their tensors (an input of another shape, an absent output, rows
+ * of another length). Declared rows (opf_ops_resolve) always have them. */
+TEST(test_validate_engine_rows) {
+    opf_op_def *row = xcalloc(1, sizeof *row);
+    const opf_op_def eltwise_row = {
+        .name = "plus",
+        .flags = OPF_OP_ELEMENTWISE,
+        .dtypes = OPF_DTYPES_F32,
+        .num_inputs = 2,
+        .inputs = {{.name = "a"}, {.name = "b"}},
+        .num_outputs = 1,
+        .outputs = {{.name = "y"}},
+        .output_shapes = {{.kind = OPF_SHAPE_LIKE, .like = 0}},
+        .num_checks = 1,
+        .checks = {{.kind = OPF_CHECK_SAME_SHAPE, .a = 0, .b = 1}},
+        .eltwise = &add_kernel,
+    };
+    const opf_op_def *rows[1] = {row};
+    const opf_op_table table = {OPF_TABLE_ABI_VERSION, "hostile", 1, rows};
+    *row = eltwise_row;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_OK);
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {10, 20, 30, 40, 50, 60}, y[6] = {0};
+    const int64_t s23[2] = {2, 3}, s3[1] = {3};
+    opf_tensor ta = opf_tensor_make(a, OPF_F32, 2, s23), tb = opf_tensor_make(b, OPF_F32, 2, s23),
+               ty = opf_tensor_make(y, OPF_F32, 2, s23), tb3 = opf_tensor_make(b, OPF_F32, 1, s3);
+    CHECK_STATUS(opf_op_run(row, (const opf_tensor *[]){&ta, &tb}, (const opf_tensor *[]){&ty}, NULL), OPF_OK);
+    CHECK_CLOSE_F32(y, ((float[]){11, 22, 33, 44, 55, 66}), 6, 0, 0, "a hand-written elementwise row");
+    CHECK_STATUS(opf_op_run(row, (const opf_tensor *[]){&ta, &tb3}, (const opf_tensor *[]){&ty}, NULL), OPF_E_SHAPE);
+    /* Without the same-shape check, b could be [3] while a is [2,3]. */
+    row->num_checks = 0;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    CHECK_CONTAINS(opf_last_error(), "same-shape");
+    /* An optional input or output would be NULL in the engine. */
+    *row = eltwise_row;
+    row->outputs[0].flags = OPF_ARG_OPTIONAL;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    *row = eltwise_row;
+    row->inputs[1].flags = OPF_ARG_OPTIONAL;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    /* A kernel that reads or writes another number of tensors than the row has. */
+    *row = eltwise_row;
+    row->num_outputs = 0;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    CHECK_CONTAINS(opf_last_error(), "kernel");
+    /* An output shaped by dims rather than like an input. */
+    *row = eltwise_row;
+    row->output_shapes[0] = (opf_shape_rule){.kind = OPF_SHAPE_DIMS, .rank = 1, .dims = {{0, 0}}};
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+
+    /* Row-wise: rowsum(x[..., M]) -> y[...]. */
+    const opf_op_def row_row = {
+        .name = "rowsum",
+        .dtypes = OPF_DTYPES_F32,
+        .num_inputs = 1,
+        .inputs = {{.name = "x", .flags = OPF_ARG_BATCHED, .core_dims = 1}},
+        .num_outputs = 1,
+        .outputs = {{.name = "y", .flags = OPF_ARG_BATCHED, .core_dims = 0}},
+        .output_shapes = {{.kind = OPF_SHAPE_BATCH, .like = 0, .drop = 1, .rank = 0}},
+        .num_checks = 1,
+        .checks = {{.kind = OPF_CHECK_MIN_RANK, .a = 0, .rank = 1}},
+        .row = &rowsum_kernel,
+    };
+    *row = row_row;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_OK);
+    float sums[2] = {0};
+    const int64_t s2[1] = {2};
+    opf_tensor tsum = opf_tensor_make(sums, OPF_F32, 1, s2);
+    CHECK_STATUS(opf_op_run(row, (const opf_tensor *[]){&ta}, (const opf_tensor *[]){&tsum}, NULL), OPF_OK);
+    CHECK_CLOSE_F32(sums, ((float[]){6, 15}), 2, 0, 0, "a hand-written row-wise row");
+    /* Without the rank check a 0-d x has -1 leading dims. */
+    row->num_checks = 0;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    /* An output whose leading dims are not x's. */
+    *row = row_row;
+    row->output_shapes[0].drop = 0;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    *row = row_row;
+    row->output_shapes[0] = (opf_shape_rule){.kind = OPF_SHAPE_DIMS, .rank = 1, .dims = {{0, 0}}};
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    /* A second batched input must have x's leading dims (a batch check). */
+    *row = row_row;
+    row->num_inputs = 2;
+    row->inputs[1] = (opf_arg_def){.name = "w", .flags = OPF_ARG_BATCHED, .core_dims = 1};
+    static const opf_row_kernel two_in = {2, 1, {rowsum_f32}, {NULL}};
+    row->row = &two_in;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    row->checks[1] = (opf_check){.kind = OPF_CHECK_BATCH_EQ, .a = 0, .a_dim = 1, .b = 1, .b_dim = 1};
+    row->num_checks = 2;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_OK);
+    row->checks[1].b_dim = 0; /* ties w's leading dims but for its last one */
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    free(row);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Aliasing                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -739,6 +882,8 @@ int main(void) {
     RUN_TEST(test_dense_extreme_strides_on_unit_dims);
     RUN_TEST(test_dense_empty_k);
     RUN_TEST(test_validate_gradient_rule_counts);
+    RUN_TEST(test_validate_check_input_b);
+    RUN_TEST(test_validate_engine_rows);
     RUN_TEST(test_mutated_input_overlapping_another_input);
     RUN_TEST(test_interleaved_disjoint_views);
     RUN_TEST(test_interleaved_overlapping_views);
