@@ -362,6 +362,35 @@ include $(sort $(wildcard adapters/*.mk))
 .PHONY: adapters
 adapters: $(ADAPTERS)
 
+# --- the Python suites under ASan + UBSan ------------------------------------------
+
+# The NumPy, torch, JAX and TensorFlow suites with libopforge built with gcc's
+# ASan + UBSan (CPU only) in place of the installed one: the installed package
+# is copied to build/asan-python/site/ (first on PYTHONPATH) with that library
+# swapped in, so the venv stays as it is. The interpreters are not built with
+# ASan, so libasan is preloaded (it must be first in the process) with
+# libstdc++ (the frameworks' C++ runs over ASan's allocator); leaks are not
+# reported (interpreters never free everything). A report aborts the run.
+ASAN_PY := $(BUILD)/asan-python
+ASAN_PY_SO := $(ASAN_PY)/libopforge.so.$(VERSION)
+ASAN_PY_SUITES ?= tests/python tests/torch tests/jax tests/tensorflow
+ASAN_PY_ENV = LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libstdc++.so)" \
+              ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+              PYTHONPATH=$(CURDIR)/$(ASAN_PY)/site OPFORGE_REQUIRE_FRAMEWORKS=1
+
+$(ASAN_PY_SO): $(ASAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SANITIZE) -Wl,-soname,libopforge.so.$(SOVERSION) -Wl,--version-script=src/libopforge.map \
+	  -o $@ $(ASAN_OBJ) $(LDLIBS)
+
+.PHONY: test-python-asan
+test-python-asan: venv $(ASAN_PY_SO)
+	@set -e; site=$$($(VPY) -c 'import opforge, os; print(os.path.dirname(opforge.__file__))'); \
+	  rm -rf $(ASAN_PY)/site; mkdir -p $(ASAN_PY)/site; cp -r "$$site" $(ASAN_PY)/site/opforge; \
+	  cp $(ASAN_PY_SO) $(ASAN_PY)/site/opforge/lib/libopforge.so.$(SOVERSION); \
+	  for suite in $(ASAN_PY_SUITES); do echo "== asan+ubsan $$suite"; \
+	    (cd $$suite && $(ASAN_PY_ENV) $(CURDIR)/$(VPY) -m pytest -q -p no:cacheprovider); done
+
 # --- main targets ------------------------------------------------------------------
 
 # Debian packages a fresh machine may lack (installed only when missing), as

@@ -42,36 +42,54 @@ static int same_shape(const input *a, const input *b) {
     return 1;
 }
 
-static void copy_shape(const input *a, int32_t *ndim, int64_t *shape) {
-    *ndim = a->t.ndim;
+/* The expected output: its rank, and for each dim the values it may take:
+ * the dims of the inputs the rules equate with it (when one of them is
+ * unknown, the contract does not say which one the library copies). */
+typedef struct expected {
+    int32_t ndim;
+    int32_t count[OPF_MAX_RANK];
+    int64_t value[OPF_MAX_RANK][3];
+} expected;
+
+static void expect_dim(expected *e, int32_t d, const input *a, int32_t ad, const input *b, int32_t bd) {
+    e->count[d] = 0;
+    e->value[d][e->count[d]++] = a->dims[ad];
+    if (b != NULL && b->usable) {
+        e->value[d][e->count[d]++] = b->dims[bd];
+    }
+}
+
+/* Output like input a, each dim also possibly that of b (same shape). */
+static void expect_like(expected *e, const input *a, const input *b) {
+    e->ndim = a->t.ndim;
     for (int32_t d = 0; d < a->t.ndim; d++) {
-        shape[d] = a->dims[d];
+        expect_dim(e, d, a, d, b, d);
     }
 }
 
 /* The README's shape rules: returns the statuses allowed (bits) and, when OK
  * is one, the expected shape. `in` are the inputs in the row's order. */
-static unsigned model(const char *name, const input *in, int32_t output, int32_t *ndim, int64_t *shape) {
+static unsigned model(const char *name, const input *in, int32_t output, expected *e) {
 #define RANK(i, r) (!in[i].usable || in[i].t.ndim == (r))
 #define DIM(i, d) (in[i].dims[d])
     if (strcmp(name, "relu") == 0 || strcmp(name, "scale") == 0) { /* y like x */
         if (output != 0) {
             return BIT(OPF_E_INVALID);
         }
-        copy_shape(&in[0], ndim, shape);
+        expect_like(e, &in[0], NULL);
         return BIT(OPF_OK);
     }
     if (strcmp(name, "relu_") == 0) { /* no output */
         return BIT(OPF_E_INVALID);
     }
-    if (strcmp(name, "relu_grad") == 0 || strcmp(name, "add") == 0) { /* inputs of one shape; output like the first */
+    if (strcmp(name, "relu_grad") == 0 || strcmp(name, "add") == 0) { /* inputs of one shape; output like them */
         if (output != 0) {
             return BIT(OPF_E_INVALID);
         }
         if (!same_shape(&in[0], &in[1])) {
             return BIT(OPF_E_SHAPE);
         }
-        copy_shape(&in[0], ndim, shape);
+        expect_like(e, &in[0], &in[1]);
         return BIT(OPF_OK);
     }
     if (strcmp(name, "dense") == 0) { /* x [N,K], w [K,M], b [M] or absent; y [N,M] */
@@ -82,12 +100,12 @@ static unsigned model(const char *name, const input *in, int32_t output, int32_t
             (in[2].usable && !agree(DIM(2, 0), DIM(1, 1)))) {
             return BIT(OPF_E_SHAPE);
         }
-        *ndim = 2;
-        shape[0] = DIM(0, 0);
-        shape[1] = DIM(1, 1);
+        e->ndim = 2;
+        expect_dim(e, 0, &in[0], 0, NULL, 0);
+        expect_dim(e, 1, &in[1], 1, &in[2], 0);
         return BIT(OPF_OK);
     }
-    if (strcmp(name, "dense_grad") == 0) { /* dy [N,M], x [N,K], w [K,M], y like dy; dx, dw, db [M] */
+    if (strcmp(name, "dense_grad") == 0) { /* dy [N,M], x [N,K], w [K,M], y like dy; dx [N,K], dw [K,M], db [M] */
         if (output < 0 || output > 2) {
             return BIT(OPF_E_INVALID);
         }
@@ -95,11 +113,27 @@ static unsigned model(const char *name, const input *in, int32_t output, int32_t
             !agree(DIM(0, 1), DIM(2, 1)) || (in[3].usable && !same_shape(&in[3], &in[0]))) {
             return BIT(OPF_E_SHAPE);
         }
-        if (output == 2) {
-            *ndim = 1;
-            shape[0] = DIM(0, 1);
-        } else {
-            copy_shape(&in[output + 1], ndim, shape);
+        const input *y = in[3].usable ? &in[3] : NULL;
+        if (output == 0) { /* N from dy, x or y; K from x or w */
+            e->ndim = 2;
+            expect_dim(e, 0, &in[0], 0, &in[1], 0);
+            if (y != NULL) {
+                e->value[0][e->count[0]++] = y->dims[0];
+            }
+            expect_dim(e, 1, &in[1], 1, &in[2], 0);
+        } else if (output == 1) { /* K from x or w; M from dy, w or y */
+            e->ndim = 2;
+            expect_dim(e, 0, &in[1], 1, &in[2], 0);
+            expect_dim(e, 1, &in[0], 1, &in[2], 1);
+            if (y != NULL) {
+                e->value[1][e->count[1]++] = y->dims[1];
+            }
+        } else { /* M */
+            e->ndim = 1;
+            expect_dim(e, 0, &in[0], 1, &in[2], 1);
+            if (y != NULL) {
+                e->value[0][e->count[0]++] = y->dims[1];
+            }
         }
         return BIT(OPF_OK);
     }
@@ -163,20 +197,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t k = 0; k < sizeof known_rows / sizeof known_rows[0]; k++) {
         known |= strcmp(op->name, known_rows[k]) == 0;
     }
-    int32_t want_ndim = -1;
-    int64_t want_shape[OPF_MAX_RANK];
+    expected want = {.ndim = -1};
     unsigned allowed = bad;
     if (bad == 0) {
-        allowed = model(op->name, in, output, &want_ndim, want_shape);
+        allowed = model(op->name, in, output, &want);
     } else if (bad == BIT(OPF_E_INVALID) && op->num_outputs > 0) {
-        int32_t ignored_ndim;
-        int64_t ignored[OPF_MAX_RANK];
+        expected ignored;
         int inputs_fine = 1;
         for (int32_t i = 0; i < op->num_inputs; i++) {
             inputs_fine &= in[i].usable || (!in[i].present && (op->inputs[i].flags & OPF_ARG_OPTIONAL));
         }
         if (inputs_fine) {
-            allowed |= model(op->name, in, 0, &ignored_ndim, ignored) & BIT(OPF_E_SHAPE);
+            allowed |= model(op->name, in, 0, &ignored) & BIT(OPF_E_SHAPE);
         }
     }
     if (!known || odd) {
@@ -209,14 +241,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
         }
         if (known && !odd) {
-            int same = *ndim == want_ndim;
-            for (int32_t d = 0; same && d < want_ndim; d++) {
-                same = shape[d] == want_shape[d];
+            int same = *ndim == want.ndim;
+            for (int32_t d = 0; same && d < want.ndim; d++) {
+                int one = 0;
+                for (int32_t k = 0; k < want.count[d]; k++) {
+                    one |= shape[d] == want.value[d][k];
+                }
+                same = one;
             }
             if (!same) {
-                FUZZ_FAIL("%s, output %d: inferred rank %d (dim 0: %lld), expected rank %d (dim 0: %lld)", op->name,
-                          (int)output, (int)*ndim, (long long)(*ndim > 0 ? shape[0] : 0), (int)want_ndim,
-                          (long long)(want_ndim > 0 ? want_shape[0] : 0));
+                FUZZ_FAIL("%s, output %d: inferred rank %d (dims %lld %lld), expected rank %d (dims %lld %lld)",
+                          op->name, (int)output, (int)*ndim, (long long)(*ndim > 0 ? shape[0] : 0),
+                          (long long)(*ndim > 1 ? shape[1] : 0), (int)want.ndim,
+                          (long long)(want.ndim > 0 ? want.value[0][0] : 0),
+                          (long long)(want.ndim > 1 ? want.value[1][0] : 0));
             }
         }
     } else if (opf_last_error()[0] == '\0') {

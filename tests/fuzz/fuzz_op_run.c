@@ -31,7 +31,7 @@
 #include "reference.h"
 
 enum {
-    ARENA_BYTES = 1 << 17, /* 128 KiB: 32768 float32 or 16384 float64 elements */
+    ARENA_BYTES = 1 << 16, /* 64 KiB: 16384 float32 or 8192 float64 elements */
     MAX_NUMEL = 1 << 13,   /* largest view the generator makes (elements) */
     MAX_CALL_ARGS = 2 * OPF_MAX_ARGS,
     SHAPE_CAP = OPF_MAX_RANK + 2, /* room for a rank-17 shape */
@@ -130,7 +130,7 @@ static void intended_shapes(call *c, fuzz_reader *r) {
     cap_dims(rank, base, 2048);
     int64_t n = gemm_dim(r), k = gemm_dim(r), m = gemm_dim(r);
     int64_t nk[2] = {n, k}, km[2] = {k, m}, nm[2] = {n, m};
-    while (n * k > 4096 || k * m > 4096 || n * m > 4096) {
+    while (n * k > 2048 || k * m > 2048 || n * m > 2048) {
         n = n > 1 ? n / 2 : n;
         k = k > m ? k / 2 : k;
         m = m >= k ? m / 2 : m;
@@ -590,7 +590,7 @@ static int elementwise_row(op_kind kind) {
  * (LAYOUT or nothing); *maybe is set when the library may also refuse a
  * legal call as too costly to decide (views past EXACT_OVERLAP_LIMIT). */
 static unsigned model_aliasing(const call *c, int *maybe) {
-    unsigned char *count = calloc(ARENA_BYTES, 1); /* per arena element (of the call's dtype) */
+    unsigned char *count = calloc(ARENA_BYTES / c->elem, 1); /* per arena element (of the call's dtype) */
     unsigned bad = 0;
     if (count == NULL) {
         FUZZ_FAIL("out of memory");
@@ -671,9 +671,11 @@ static unsigned model_call(call *c, int *runnable) {
         bad |= BIT(OPF_E_INVALID); /* activation: none or relu */
     }
     bad |= shapes_wrong(c) ? BIT(OPF_E_SHAPE) : 0;
-    if (c->kind == OP_DENSE_GRAD && !c->args[3].present && !c->attrs_null && c->attrs[0].i == OPF_ACT_RELU) {
-        bad |= BIT(OPF_E_INVALID); /* relu needs dense's output y */
-    }
+    /* Found by the compute function, after every check of the row. */
+    const unsigned late =
+        c->kind == OP_DENSE_GRAD && !c->args[3].present && !c->attrs_null && c->attrs[0].i == OPF_ACT_RELU
+            ? BIT(OPF_E_INVALID) /* relu needs dense's output y */
+            : 0;
     if (c->kind == OP_UNKNOWN && bad == 0) {
         bad = ALL_STATUSES; /* the row's own rules are not modelled */
     }
@@ -687,7 +689,7 @@ static unsigned model_call(call *c, int *runnable) {
     }
     if (!all_in_arena) {
         *runnable = 0;
-        return bad ? bad : BIT(OPF_OK);
+        return bad ? bad : late ? late : BIT(OPF_OK);
     }
     for (int i = 0; i < c->nargs; i++) {
         arg *a = &c->args[i];
@@ -699,8 +701,8 @@ static unsigned model_call(call *c, int *runnable) {
         return bad;
     }
     int maybe;
-    bad |= model_aliasing(c, &maybe);
-    return bad ? bad : BIT(OPF_OK) | (maybe ? BIT(OPF_E_LAYOUT) : 0);
+    bad |= model_aliasing(c, &maybe) | late;
+    return (bad ? bad : BIT(OPF_OK)) | (maybe ? BIT(OPF_E_LAYOUT) : 0);
 }
 
 /* ------------------------------------------------------------------------ */
