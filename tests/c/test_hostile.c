@@ -320,7 +320,7 @@ static void touch_f32(int64_t n, const void *const *in, void *const *out, const 
     }
 }
 
-static const opf_eltwise_kernel add_kernel = {2, 1, {touch_f32}, {NULL}};
+static const opf_eltwise_kernel add_kernel = {.num_inputs = 2, .num_outputs = 1, .f32 = {touch_f32}};
 
 static void rowsum_f32(const opf_row_args *args) {
     float s = 0;
@@ -330,7 +330,7 @@ static void rowsum_f32(const opf_row_args *args) {
     ((float *)args->out[0])[0] = s;
 }
 
-static const opf_row_kernel rowsum_kernel = {1, 1, {rowsum_f32}, {NULL}};
+static const opf_row_kernel rowsum_kernel = {.num_inputs = 1, .num_outputs = 1, .f32 = {rowsum_f32}};
 
 /* Hand-written rows run by the elementwise or row engine validated without
  * the checks that tie together the shapes the engine walks, and then read
@@ -417,7 +417,7 @@ TEST(test_validate_engine_rows) {
     *row = row_row;
     row->num_inputs = 2;
     row->inputs[1] = (opf_arg_def){.name = "w", .flags = OPF_ARG_BATCHED, .core_dims = 1};
-    static const opf_row_kernel two_in = {2, 1, {rowsum_f32}, {NULL}};
+    static const opf_row_kernel two_in = {.num_inputs = 2, .num_outputs = 1, .f32 = {rowsum_f32}};
     row->row = &two_in;
     CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
     row->checks[1] = (opf_check){.kind = OPF_CHECK_BATCH_EQ, .a = 0, .a_dim = 1, .b = 1, .b_dim = 1};
