@@ -183,6 +183,126 @@ test-neon:
 	  else echo "== qemu-aarch64 OPFORGE_ISA=$$isa $$t"; OPFORGE_ISA=$$isa OPFORGE_VALGRIND=1 $(QEMU_AARCH64) $$t; fi; \
 	  done; done
 
+# The C tests under clang's ASan + UBSan too: clang's UBSan checks things
+# gcc's does not (it caught a negated INT64_MIN stride that gcc's missed).
+CLANG ?= clang
+CLANG_BUILD := $(BUILD)/clang-asan
+CLANG_ASAN_OBJ := $(patsubst src/%.c,$(CLANG_BUILD)/%.o,$(ASAN_CORE_SRC) $(KERNEL_SRC))
+CLANG_ASAN_A := $(CLANG_BUILD)/libopforge.a
+CLANG_ASAN_TEST_BIN := $(addprefix $(CLANG_BUILD)/tests/,$(C_TESTS))
+# -fno-tree-vectorize is gcc's spelling; clang's scalar kernels get -fno-vectorize.
+# Authored kernels ask for vectorized loops, which clang cannot always give
+# under the sanitizers: not an error there.
+clang_kernel_flags = $(subst -fno-tree-vectorize,-fno-vectorize -fno-slp-vectorize,$(KERNEL_FLAGS_$(call kernel_isa,$(1)))) \
+                     -Wno-pass-failed
+
+$(CLANG_BUILD)/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  CLANG asan $<"
+	$(Q)$(CLANG) $(BASE_CFLAGS) -O1 -g $(SANITIZE) $(call clang_kernel_flags,$<) $(INCLUDES) -c $< -o $@
+
+$(CLANG_ASAN_A): $(CLANG_ASAN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(CLANG_BUILD)/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(CLANG_ASAN_A)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(TEST_FLAGS) -O1 $(SANITIZE) $< tests/c/harness.c $(CLANG_ASAN_A) -o $@ $(LDLIBS)
+
+test-asan-clang: $(CLANG_ASAN_TEST_BIN)
+	@set -e; for t in $(CLANG_ASAN_TEST_BIN); do echo "== clang asan+ubsan $$t"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+# --- fuzzing ----------------------------------------------------------------------
+
+# tests/fuzz/fuzz_<target>.c, each with a seed corpus in tests/fuzz/corpus/<target>/.
+# With libFuzzer (clang -fsanitize=fuzzer, from the compiler's runtime
+# package) they run against a library built with clang's ASan + UBSan and
+# coverage instrumentation (build/fuzz/); without it, `test-fuzz` only
+# replays the corpus. They are also built with gcc's ASan + UBSan as plain
+# programs (replay.c's main), which `test-fuzz` runs on the corpus.
+#   make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS="op_run"]
+#                   runs each target for FUZZ_SECONDS on one core; the corpus
+#                   grows in build/fuzz/corpus/<target>/ (kept between runs);
+#                   a finding stops it and is saved in build/fuzz/artifacts/.
+#   make fuzz-merge adds the inputs of build/fuzz/corpus that bring new
+#                   coverage to the checked-in seed corpus.
+#   make test-fuzz  (part of `make test`) each target for FUZZ_TEST_SECONDS,
+#                   from the seed corpus only, then the gcc replay.
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_SECONDS ?= 300
+FUZZ_TEST_SECONDS ?= 25
+FUZZ_DIR := $(BUILD)/fuzz
+FUZZ_OBJ := $(patsubst src/%.c,$(FUZZ_DIR)/obj/%.o,$(ASAN_CORE_SRC) $(KERNEL_SRC))
+FUZZ_A := $(FUZZ_DIR)/libopforge.a
+FUZZ_HEADERS := tests/fuzz/fuzz.h tests/c/reference.h include/opforge.h
+FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 $(WARN) -Wno-missing-prototypes -Iinclude -Itests/c \
+               -Itests/fuzz $(SANITIZE)
+FUZZ_RUN_FLAGS := -timeout=20 -rss_limit_mb=4096 -max_len=4096 -print_final_stats=1
+CLANG_RT_DIR := $(shell $(CLANG) -print-runtime-dir 2>/dev/null)
+# The libFuzzer runtime: one name or the other depending on clang's version.
+FUZZ_RT := $(firstword $(wildcard $(CLANG_RT_DIR)/libclang_rt.fuzzer-$(ARCH).a $(CLANG_RT_DIR)/libclang_rt.fuzzer.a) \
+             $(or $(CLANG_RT_DIR),/usr/lib/clang)/libclang_rt.fuzzer-$(ARCH).a)
+HAVE_LIBFUZZER = $(if $(wildcard $(FUZZ_RT)),1,)
+
+$(FUZZ_DIR)/obj/%.o: src/%.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  CLANG fuzz $<"
+	$(Q)$(CLANG) $(BASE_CFLAGS) -O1 -g $(SANITIZE) -fsanitize=fuzzer-no-link $(call clang_kernel_flags,$<) \
+	  $(INCLUDES) -c $< -o $@
+
+$(FUZZ_A): $(FUZZ_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_DIR)/%: tests/fuzz/fuzz_%.c $(FUZZ_HEADERS) $(FUZZ_A)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_A) -o $@ $(LDLIBS)
+
+# The same targets as plain programs, with gcc's sanitizers and replay.c.
+$(BUILD)/asan/fuzz/%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(FUZZ_HEADERS) $(ASAN_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_CFLAGS) $< tests/fuzz/replay.c $(ASAN_A) -o $@ $(LDLIBS)
+
+FUZZ_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+
+.PHONY: fuzz fuzz-merge test-fuzz test-fuzz-replay test-asan-clang
+fuzz: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
+	@set -e; for t in $(FUZZ_TARGETS); do mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_ENV) $(FUZZ_DIR)/$$t $(FUZZ_RUN_FLAGS) -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t- $(FUZZ_DIR)/corpus/$$t tests/fuzz/corpus/$$t; done
+
+fuzz-merge: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
+	@set -e; for t in $(FUZZ_TARGETS); do mkdir -p tests/fuzz/corpus/$$t; \
+	  $(FUZZ_ENV) $(FUZZ_DIR)/$$t -merge=1 tests/fuzz/corpus/$$t $(FUZZ_DIR)/corpus/$$t; done
+
+test-fuzz-replay: $(addprefix $(BUILD)/asan/fuzz/,$(FUZZ_TARGETS))
+	@set -e; for t in $(FUZZ_TARGETS); do echo "== replay (gcc asan+ubsan) $$t"; \
+	  $(FUZZ_ENV) $(BUILD)/asan/fuzz/$$t tests/fuzz/corpus/$$t; done
+
+# test-fuzz-run is a sub-make so that it sees a runtime that deps-test has
+# just installed.
+test-fuzz: test-fuzz-replay
+	@$(MAKE) --no-print-directory test-fuzz-run
+
+.PHONY: test-fuzz-run
+ifeq ($(HAVE_LIBFUZZER),1)
+# A fresh corpus directory each time, so that `make test` runs the same.
+test-fuzz-run: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
+	@set -e; for t in $(FUZZ_TARGETS); do rm -rf $(FUZZ_DIR)/test-corpus/$$t; \
+	  mkdir -p $(FUZZ_DIR)/test-corpus/$$t $(FUZZ_DIR)/artifacts; \
+	  echo "== fuzz $$t for $(FUZZ_TEST_SECONDS) s"; \
+	  $(FUZZ_ENV) $(FUZZ_DIR)/$$t $(FUZZ_RUN_FLAGS) -max_total_time=$(FUZZ_TEST_SECONDS) \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t- $(FUZZ_DIR)/test-corpus/$$t tests/fuzz/corpus/$$t \
+	    > $(FUZZ_DIR)/$$t.log 2>&1 || { tail -n 60 $(FUZZ_DIR)/$$t.log; echo "test-fuzz: $$t failed (log: \
+	    $(FUZZ_DIR)/$$t.log)"; exit 1; }; grep -E '^(#[0-9]+ *(INITED|DONE)|stat::(number_of_executed_units|new_units_added))' \
+	    $(FUZZ_DIR)/$$t.log; done
+else
+test-fuzz-run:
+	@echo "test-fuzz: no libFuzzer runtime ($(FUZZ_RT)): replayed the corpus only (make deps-test installs it)"
+endif
+
 # A consumer that knows only `pkg-config --cflags --libs opforge`.
 PKG_PREFIX := $(CURDIR)/$(BUILD)/pkgconfig-prefix
 test-pkgconfig:
@@ -242,6 +362,40 @@ include $(sort $(wildcard adapters/*.mk))
 .PHONY: adapters
 adapters: $(ADAPTERS)
 
+# --- the Python suites under ASan + UBSan ------------------------------------------
+
+# The NumPy, torch, JAX and TensorFlow suites with libopforge built with gcc's
+# ASan + UBSan (CPU only) in place of the installed one: the installed package
+# is copied to build/asan-python/site/ (first on PYTHONPATH) with that library
+# swapped in, so the venv stays as it is. The interpreters are not built with
+# ASan, so libasan is preloaded (it must be first in the process) with
+# libstdc++ (the frameworks' C++ runs over ASan's allocator); leaks are not
+# reported (interpreters never free everything). A report aborts the run.
+ASAN_PY := $(BUILD)/asan-python
+ASAN_PY_SO := $(ASAN_PY)/libopforge.so.$(VERSION)
+ASAN_PY_SUITES ?= tests/python tests/torch tests/jax tests/tensorflow
+ASAN_PY_ENV = LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libstdc++.so)" \
+              ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+              PYTHONPATH=$(CURDIR)/$(ASAN_PY)/site OPFORGE_REQUIRE_FRAMEWORKS=1
+
+$(ASAN_PY_SO): $(ASAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SANITIZE) -Wl,-soname,libopforge.so.$(SOVERSION) -Wl,--version-script=src/libopforge.map \
+	  -o $@ $(ASAN_OBJ) $(LDLIBS)
+
+# nvcc (the CUDA build tests) crashes with libasan preloaded: it runs without.
+# Every suite runs; the target fails at the end if one did.
+.PHONY: test-python-asan
+test-python-asan: venv $(ASAN_PY_SO)
+	@set -e; site=$$($(VPY) -c 'import opforge, os; print(os.path.dirname(opforge.__file__))'); \
+	  rm -rf $(ASAN_PY)/site; mkdir -p $(ASAN_PY)/site; cp -r "$$site" $(ASAN_PY)/site/opforge; \
+	  cp $(ASAN_PY_SO) $(ASAN_PY)/site/opforge/lib/libopforge.so.$(SOVERSION); \
+	  nvcc=$$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true); \
+	  if [ -n "$$nvcc" ]; then export NVCC="env -u LD_PRELOAD $$nvcc"; fi; failed=""; \
+	  for suite in $(ASAN_PY_SUITES); do echo "== asan+ubsan $$suite"; \
+	    (cd $$suite && $(ASAN_PY_ENV) $(CURDIR)/$(VPY) -m pytest -q -p no:cacheprovider) || failed="$$failed $$suite"; \
+	  done; if [ -n "$$failed" ]; then echo "test-python-asan: failed:$$failed"; exit 1; fi
+
 # --- main targets ------------------------------------------------------------------
 
 # Debian packages a fresh machine may lack (installed only when missing), as
@@ -250,7 +404,7 @@ adapters: $(ADAPTERS)
 # library and qemu, which `make demo` does not.
 DEPS_EXTRA ?=
 DEPS_TEST := aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu /usr/aarch64-linux-gnu/lib/libc.a:libc6-dev-arm64-cross \
-             qemu-aarch64:qemu-user
+             qemu-aarch64:qemu-user clang:clang $(FUZZ_RT):libclang-rt-dev
 deps:
 	@scripts/install-deps.sh $(DEPS_EXTRA)
 deps-test:
@@ -266,8 +420,8 @@ bench-build: venv
 demo: deps venv
 	@set -e; for d in $(DEMOS); do echo "== $$d"; $(VPY) $$d; done
 
-test: deps-test lib format-check test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-cuda test-python \
-      $(ADAPTER_TESTS) test-install
+test: deps-test lib format-check test-c test-isa test-asan test-asan-clang test-fuzz test-valgrind test-neon test-pkgconfig \
+      test-cuda test-python $(ADAPTER_TESTS) test-install test-python-asan
 
 # The public headers: opforge.h and what it includes (opforge_cuda.h, for files compiled by nvcc).
 PUBLIC_HEADERS := $(wildcard include/*.h)

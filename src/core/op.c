@@ -301,18 +301,107 @@ static opf_status opf_check_args(const opf_op_def *op, const opf_tensor *const *
     return OPF_OK;
 }
 
-/* Outputs must have the inferred shapes, must not overlap themselves, other
- * outputs or inputs — except an elementwise op's output that is exactly one
- * of its inputs. Mutated inputs must not overlap themselves. */
-static opf_status opf_check_outputs(const opf_op_def *op, const opf_shapes *s, const opf_tensor *const *inputs,
-                                    const opf_tensor *const *outputs) {
+/* One tensor argument of a call, as the aliasing rules see it. */
+typedef struct opf_alias_arg {
+    const opf_tensor *t;
+    const char *name;
+    int written; /* an output or a mutated input */
+    int output;
+} opf_alias_arg;
+
+/* How `w` (written) relates to `x`, another argument: NULL when allowed, else
+ * the verb of the refusal; *unsure is set when the overlap could not be
+ * decided. Exact in-place is allowed only onto a read-only input of an
+ * elementwise row; any other shared byte is refused. */
+static const char *opf_alias_conflict(const opf_op_def *op, const opf_alias_arg *w, const opf_alias_arg *x,
+                                      int *unsure) {
+    opf_overlap overlap = opf_tensors_overlap(w->t, x->t);
+    *unsure = overlap == OPF_OVERLAP_UNKNOWN;
+    if (overlap == OPF_DISJOINT) {
+        return NULL;
+    }
+    if (x->written) {
+        return *unsure ? "may overlap" : "overlap";
+    }
+    if (!(op->flags & OPF_OP_ELEMENTWISE)) {
+        return *unsure ? "may overlap input" : "overlaps input";
+    }
+    if (opf_tensors_alias_exactly(w->t, x->t)) {
+        return NULL;
+    }
+    return *unsure ? "may partially overlap input" : "partially overlaps input";
+}
+
+#define OPF_UNSURE " (their strides are too irregular to tell)"
+
+/* No written argument may overlap itself or share memory with another
+ * argument, except an output (or mutated input) of an elementwise row that is
+ * exactly a read-only input. Read-only inputs may overlap each other. */
+static opf_status opf_check_aliasing(const opf_op_def *op, const opf_tensor *const *inputs,
+                                     const opf_tensor *const *outputs) {
+    opf_alias_arg args[2 * OPF_MAX_ARGS];
+    int32_t n = 0;
     for (int32_t i = 0; i < op->num_inputs; i++) {
-        if ((op->inputs[i].flags & OPF_ARG_MUTATED) && inputs[i] != NULL && opf_tensor_self_overlaps(inputs[i])) {
-            return opf_fail(OPF_E_LAYOUT, opf_label(op),
-                            "%s is written in place but has overlapping elements (a zero or overlapping stride)",
-                            op->inputs[i].name);
+        if (inputs[i] != NULL) {
+            args[n++] = (opf_alias_arg){inputs[i], op->inputs[i].name, (op->inputs[i].flags & OPF_ARG_MUTATED) != 0, 0};
         }
     }
+    for (int32_t o = 0; o < op->num_outputs; o++) {
+        if (outputs[o] != NULL) {
+            args[n++] = (opf_alias_arg){outputs[o], op->outputs[o].name, 1, 1};
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const opf_alias_arg *w = &args[i];
+        if (!w->written) {
+            continue;
+        }
+        opf_overlap self = opf_tensor_self_overlaps(w->t);
+        if (self != OPF_DISJOINT) {
+            const char *how = self == OPF_OVERLAP ? "has" : "may have";
+            return w->output ? opf_fail(OPF_E_LAYOUT, opf_label(op),
+                                        "%s %s overlapping elements (a zero or overlapping stride%s); outputs must not",
+                                        w->name, how, self == OPF_OVERLAP ? "" : ", or strides too irregular to tell")
+                             : opf_fail(OPF_E_LAYOUT, opf_label(op),
+                                        "%s is written in place but %s overlapping elements (a zero or overlapping "
+                                        "stride%s)",
+                                        w->name, how, self == OPF_OVERLAP ? "" : ", or strides too irregular to tell");
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const opf_alias_arg *w = &args[i];
+        for (int32_t j = 0; w->written && j < n; j++) {
+            const opf_alias_arg *x = &args[j];
+            if (j == i || (x->written && j > i)) {
+                continue; /* each pair of written arguments once */
+            }
+            int unsure;
+            const char *conflict = opf_alias_conflict(op, w, x, &unsure);
+            if (conflict == NULL) {
+                continue;
+            }
+            const char *why = unsure ? OPF_UNSURE : "";
+            if (x->written && x->output && w->output) {
+                return opf_fail(OPF_E_LAYOUT, opf_label(op), "outputs %s and %s %s%s", x->name, w->name, conflict, why);
+            }
+            if (x->written) {
+                return opf_fail(OPF_E_LAYOUT, opf_label(op),
+                                "%s%s and %s%s %s%s; arguments an op writes must not share memory", x->name,
+                                x->output ? "" : " (written in place)", w->name, w->output ? "" : " (written in place)",
+                                conflict, why);
+            }
+            return opf_fail(OPF_E_LAYOUT, opf_label(op), "%s%s %s %s%s; %s", w->name,
+                            w->output ? "" : " (written in place)", conflict, x->name, why,
+                            op->flags & OPF_OP_ELEMENTWISE ? "in place is allowed only onto the same elements"
+                                                           : "this op cannot run in place");
+        }
+    }
+    return OPF_OK;
+}
+
+/* Outputs must have the inferred shapes; then the aliasing rules above. */
+static opf_status opf_check_outputs(const opf_op_def *op, const opf_shapes *s, const opf_tensor *const *inputs,
+                                    const opf_tensor *const *outputs) {
     for (int32_t o = 0; o < op->num_outputs; o++) {
         const opf_tensor *y = outputs != NULL ? outputs[o] : NULL;
         const char *name = op->outputs[o].name;
@@ -334,32 +423,8 @@ static opf_status opf_check_outputs(const opf_op_def *op, const opf_shapes *s, c
             return opf_fail(OPF_E_SHAPE, opf_label(op), "%s has shape %s, expected %s", name,
                             opf_format_dims(y->ndim, y->shape, got), opf_format_dims(ndim, shape, want));
         }
-        if (opf_tensor_self_overlaps(y)) {
-            return opf_fail(OPF_E_LAYOUT, opf_label(op),
-                            "%s has overlapping elements (a zero or overlapping stride); outputs must not", name);
-        }
-        for (int32_t i = 0; i < op->num_inputs; i++) {
-            const opf_tensor *x = inputs[i];
-            if (x == NULL || !opf_tensors_overlap(x, y)) {
-                continue;
-            }
-            if (!(op->flags & OPF_OP_ELEMENTWISE)) {
-                return opf_fail(OPF_E_LAYOUT, opf_label(op), "%s overlaps input %s; this op cannot run in place", name,
-                                op->inputs[i].name);
-            }
-            if (!opf_tensors_alias_exactly(x, y)) {
-                return opf_fail(OPF_E_LAYOUT, opf_label(op),
-                                "%s partially overlaps input %s; in place is allowed only onto the same elements", name,
-                                op->inputs[i].name);
-            }
-        }
-        for (int32_t p = 0; p < o; p++) {
-            if (outputs[p] != NULL && opf_tensors_overlap(outputs[p], y)) {
-                return opf_fail(OPF_E_LAYOUT, opf_label(op), "outputs %s and %s overlap", op->outputs[p].name, name);
-            }
-        }
     }
-    return OPF_OK;
+    return opf_check_aliasing(op, inputs, outputs);
 }
 
 /* Everything opf_op_run and opf_op_run_cuda check before computing. */

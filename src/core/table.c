@@ -99,6 +99,9 @@ static opf_status opf_validate_shapes(const opf_op_def *op) {
         int kind_ok = has_rank || needs_b || c->kind == OPF_CHECK_DIM_IS;
         int batch_ok = c->kind != OPF_CHECK_BATCH_EQ ||
                        (c->a_dim >= 0 && c->a_dim <= OPF_MAX_RANK && c->b_dim >= 0 && c->b_dim <= OPF_MAX_RANK);
+        /* The runner looks at input b of every kind but RANK (whether it is
+         * present), so b must name an input even where the kind ignores it. */
+        needs_b |= c->kind != OPF_CHECK_RANK;
         if (!kind_ok || !batch_ok || !opf_in_range(c->a, op->num_inputs) ||
             (needs_b && !opf_in_range(c->b, op->num_inputs)) || (has_rank && (c->rank < 0 || c->rank > OPF_MAX_RANK)) ||
             (c->kind == OPF_CHECK_DIM_IS && c->rank < 0)) {
@@ -143,6 +146,15 @@ static opf_status opf_validate_grads(const opf_op_table *table, const opf_op_def
     for (int32_t g = 0; g < op->num_grads; g++) {
         const opf_grad_def *rule = &op->grads[g];
         int32_t want_sources = 1, want_produces = 1;
+        /* Checked before comparing with the gradient row's counts, which that
+         * row's own validation may not have reached yet: the loops below read
+         * sources[] and produces[] up to these counts. */
+        if (rule->num_sources < 0 || rule->num_sources > OPF_MAX_ARGS || rule->num_produces < 0 ||
+            rule->num_produces > OPF_MAX_ARGS) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                            "op '%s': gradient rule %d has %d sources and %d products; at most %d of each", op->name,
+                            (int)g, (int)rule->num_sources, (int)rule->num_produces, OPF_MAX_ARGS);
+        }
         if (rule->op != NULL) {
             const opf_op_def *grad_op = opf_op_find(table, rule->op);
             if (grad_op == NULL) {
@@ -168,6 +180,146 @@ static opf_status opf_validate_grads(const opf_op_table *table, const opf_op_def
             if (rule->produces[i] != -1 && !opf_in_range(rule->produces[i], op->num_inputs)) {
                 return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': gradient rule %d produces unknown input %d",
                                 op->name, (int)g, (int)rule->produces[i]);
+            }
+        }
+    }
+    return OPF_OK;
+}
+
+/* --- what the engines rely on ------------------------------------------------
+ *
+ * A row run by the elementwise or the row engine is walked with the shapes of
+ * some of its arguments, so those shapes must be tied together by the row's
+ * checks and rules; a declared row (decl.c) always is, a hand-written one
+ * must say so too, or be refused here rather than read outside a tensor when
+ * it runs. A check ties two inputs only when both are present, so an optional
+ * input is tied by a check it shares with a required input. */
+
+/* Whether check c ties inputs i and j (in either order) as `tie` requires. */
+typedef int (*opf_tie_fn)(const opf_op_def *op, const opf_check *c, int32_t i, int32_t j);
+
+static int opf_names_pair(const opf_check *c, int32_t i, int32_t j) {
+    return (c->a == i && c->b == j) || (c->a == j && c->b == i);
+}
+
+/* Same shape. */
+static int opf_tie_shape(const opf_op_def *op, const opf_check *c, int32_t i, int32_t j) {
+    (void)op;
+    return c->kind == OPF_CHECK_SAME_SHAPE && opf_names_pair(c, i, j);
+}
+
+/* Same leading ("...") dims of two batched inputs. */
+static int opf_tie_batch(const opf_op_def *op, const opf_check *c, int32_t i, int32_t j) {
+    if (!opf_names_pair(c, i, j)) {
+        return 0;
+    }
+    if (c->kind == OPF_CHECK_SAME_SHAPE) {
+        return op->inputs[i].core_dims == op->inputs[j].core_dims;
+    }
+    return c->kind == OPF_CHECK_BATCH_EQ && c->a_dim == op->inputs[c->a].core_dims &&
+           c->b_dim == op->inputs[c->b].core_dims;
+}
+
+/* Whether every input in `members` is tied to input 0 through checks of kind
+ * `tie`: required inputs through chains of required inputs, optional ones by
+ * a check with a tied required input. */
+static int opf_tied_to_first(const opf_op_def *op, const int *members, opf_tie_fn tie) {
+    int tied[OPF_MAX_ARGS] = {1};
+    for (int grew = 1; grew;) {
+        grew = 0;
+        for (int32_t i = 1; i < op->num_inputs; i++) {
+            for (int32_t c = 0; members[i] && !tied[i] && c < op->num_checks; c++) {
+                for (int32_t j = 0; j < op->num_inputs && !tied[i]; j++) {
+                    int via = tied[j] && !(op->inputs[j].flags & OPF_ARG_OPTIONAL);
+                    if (via && tie(op, &op->checks[c], i, j)) {
+                        tied[i] = 1;
+                        grew |= !(op->inputs[i].flags & OPF_ARG_OPTIONAL);
+                    }
+                }
+            }
+        }
+    }
+    for (int32_t i = 0; i < op->num_inputs; i++) {
+        if (members[i] && !tied[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static opf_status opf_validate_engine(const opf_op_def *op) {
+    const opf_arg_def *in = op->inputs;
+    int32_t mutated = 0;
+    for (int32_t i = 0; i < op->num_inputs; i++) {
+        mutated += (in[i].flags & OPF_ARG_MUTATED) != 0;
+    }
+    if (op->eltwise != NULL) {
+        /* The engine walks every argument with the shape of the first one
+         * written: all present, all of one shape. */
+        const int32_t writes = op->num_outputs > 0 ? op->num_outputs : mutated;
+        if (op->eltwise->num_inputs != op->num_inputs || op->eltwise->num_outputs != writes || writes == 0 ||
+            (op->num_outputs > 0 && mutated > 0)) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                            "op '%s': its elementwise kernel reads %d and writes %d tensors; the row has %d inputs, %d "
+                            "outputs and %d inputs written in place (it must write its outputs or else those inputs)",
+                            op->name, (int)op->eltwise->num_inputs, (int)op->eltwise->num_outputs, (int)op->num_inputs,
+                            (int)op->num_outputs, (int)mutated);
+        }
+        int all[OPF_MAX_ARGS] = {0};
+        for (int32_t i = 0; i < op->num_inputs; i++) {
+            all[i] = 1;
+            if (in[i].flags & OPF_ARG_OPTIONAL) {
+                return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': input '%s' of an elementwise row is optional",
+                                op->name, in[i].name);
+            }
+        }
+        if (!opf_tied_to_first(op, all, opf_tie_shape)) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                            "op '%s': the inputs of an elementwise row need same-shape checks tying them together",
+                            op->name);
+        }
+        for (int32_t o = 0; o < op->num_outputs; o++) {
+            if ((op->outputs[o].flags & OPF_ARG_OPTIONAL) || op->output_shapes[o].kind != OPF_SHAPE_LIKE) {
+                return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                                "op '%s': output '%s' of an elementwise row must be required and shaped like an input",
+                                op->name, op->outputs[o].name);
+            }
+        }
+    } else if (op->row != NULL) {
+        /* The engine takes the rows from input 0's leading dims and walks
+         * every batched argument with them. */
+        if (op->row->num_inputs != op->num_inputs || op->row->num_outputs != op->num_outputs || mutated > 0 ||
+            op->num_inputs == 0 || (in[0].flags & (OPF_ARG_OPTIONAL | OPF_ARG_BATCHED)) != OPF_ARG_BATCHED) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                            "op '%s': its row kernel reads %d and writes %d tensors; the row has %d inputs and %d "
+                            "outputs, must write no input, and its first input must be required and batched",
+                            op->name, (int)op->row->num_inputs, (int)op->row->num_outputs, (int)op->num_inputs,
+                            (int)op->num_outputs);
+        }
+        int ranked = in[0].core_dims == 0, batched[OPF_MAX_ARGS] = {0};
+        for (int32_t c = 0; c < op->num_checks; c++) {
+            const opf_check *k = &op->checks[c];
+            ranked |=
+                k->a == 0 && (k->kind == OPF_CHECK_RANK || k->kind == OPF_CHECK_MIN_RANK) && k->rank >= in[0].core_dims;
+        }
+        for (int32_t i = 0; i < op->num_inputs; i++) {
+            batched[i] = (in[i].flags & OPF_ARG_BATCHED) != 0;
+        }
+        if (!ranked || !opf_tied_to_first(op, batched, opf_tie_batch)) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                            "op '%s': a row-wise row needs a check that its first input has at least its %d row dims, "
+                            "and checks tying the leading dims of its batched inputs together",
+                            op->name, (int)in[0].core_dims);
+        }
+        for (int32_t o = 0; o < op->num_outputs; o++) {
+            const opf_shape_rule *r = &op->output_shapes[o];
+            int ok = (op->outputs[o].flags & OPF_ARG_BATCHED) && r->kind != OPF_SHAPE_DIMS && batched[r->like] &&
+                     (r->kind == OPF_SHAPE_LIKE || r->drop == in[r->like].core_dims);
+            if (!ok) {
+                return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                                "op '%s': output '%s' of a row-wise row must be batched, with the leading dims of a "
+                                "batched input",
+                                op->name, op->outputs[o].name);
             }
         }
     }
@@ -212,6 +364,9 @@ static opf_status opf_validate_op(const opf_op_table *table, const opf_op_def *o
     }
     if (st == OPF_OK) {
         st = opf_validate_grads(table, op);
+    }
+    if (st == OPF_OK) {
+        st = opf_validate_engine(op);
     }
     return st;
 }

@@ -198,10 +198,38 @@ static void opf_gemm_columns(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-opf_status opf_gemm(const char *op, const opf_gemm_args *args) {
-    if (args->m == 0 || args->n == 0) {
+/* A copy of the problem in which strides that index nothing are zero: those of
+ * a dim of extent 1 (any value is valid there, even INT64_MAX, and only index
+ * 0 is used, but stride * index arithmetic must not overflow), and both
+ * operands' when k is 0 (A and B are then empty views, whose strides and data
+ * are not validated: the micro-kernel reads nothing, so they point at a dummy). */
+static opf_gemm_args opf_gemm_normalized(const opf_gemm_args *args) {
+    static const double nothing[1] = {0.0};
+    opf_gemm_args g = *args;
+    if (g.m == 1) {
+        g.a.rs = 0;
+        g.rsc = 0;
+    }
+    if (g.n == 1) {
+        g.b.cs = 0;
+        g.csc = 0;
+    }
+    if (g.k <= 1) {
+        g.a.cs = 0;
+        g.b.rs = 0;
+    }
+    if (g.k == 0) {
+        g.a = (opf_matrix){nothing, 0, 0};
+        g.b = (opf_matrix){nothing, 0, 0};
+    }
+    return g;
+}
+
+opf_status opf_gemm(const char *op, const opf_gemm_args *problem) {
+    if (problem->m == 0 || problem->n == 0) {
         return OPF_OK;
     }
+    const opf_gemm_args normalized = opf_gemm_normalized(problem), *args = &normalized;
     const opf_kernels *kernels = opf_kernels_get();
     opf_gemm_job job = {.args = args, .elem = opf_dtype_size(args->dtype)};
     if (args->dtype == OPF_F32) {
