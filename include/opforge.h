@@ -657,8 +657,12 @@ opf_error(opf_status status, const char *fmt, ...);
  * broadcasts, in place, empty and 0-d tensors, threads). The body is compiled
  * once per dtype and, on x86-64, once more for AVX2 and for AVX-512; the
  * compiler vectorizes each build (keep the body free of calls other than the
- * inline opf_* math, and of branches other than ?:). OPF_IS_F64 tells a body
- * which dtype it is compiled for.
+ * inline opf_* math, and of branches other than ?:). A ?: between values the
+ * body computes anyway vectorizes everywhere; one whose arm does arithmetic
+ * only for that arm vectorizes on AVX-512 but, under GCC's default
+ * -ftrapping-math, not on AVX2: write opf_select(c, a, b) there (opforge
+ * build compiles with -fno-trapping-math, which lifts that). OPF_IS_F64 tells
+ * a body which dtype it is compiled for.
  *
  * OPF_ROW_KERNEL(name, (inputs...), (outputs...), body) defines a row
  * kernel: in the body each input is a `const T *` to its row (n_<name>

@@ -50,7 +50,7 @@ __all__ = ["BuildError", "BuildWarning", "Built", "Source", "build", "cache_dir"
 Source = Union[str, "os.PathLike[str]"]
 
 #: Flags of every C build (user ops), before the include and library paths.
-C_FLAGS = ("-std=c11", "-O3", "-fPIC", "-fno-math-errno", "-Wall", "-Wextra", "-shared")
+C_FLAGS = ("-std=c11", "-O3", "-fPIC", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-shared")
 #: Flags of every CUDA build (nvcc; the host compiler gets -fPIC and the warnings).
 #: -fmad=false and -ffp-contract=off: a*b + c rounds twice, as in the C build, so
 #: the device and every CPU build agree bit for bit (see opforge_cuda.h).
