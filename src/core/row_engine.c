@@ -95,7 +95,9 @@ static void opf_row_chunk(void *ctx, int64_t begin, int64_t end) {
                     ptr = a->base + off[k] * (int64_t)job->elem;
                 } else {
                     ptr = free_at;
-                    free_at += (size_t)a->len * job->elem;
+                    if (a->len > 0) { /* an empty row takes no scratch (which may be NULL) */
+                        free_at += (size_t)a->len * job->elem;
+                    }
                     if (k < job->num_in) {
                         opf_row_copy(job, a, off[k], ptr, 1);
                     }

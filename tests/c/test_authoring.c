@@ -38,6 +38,7 @@ static const opf_op_decl user_decls[] = {
     {"sq_plus_grad(dy, x) -> dx", .doc = "2 x dy", .eltwise = &sq_plus_grad},
     {"sum_diff(a, b) -> (s, d)", .doc = "a + b and a - b", .eltwise = &sum_diff},
     {"row_stats(x[..., M]) -> (sum[...], max[...])", .doc = "sum and max of rows", .row = &row_stats},
+    {"row_stats_2d(x[..., M, N]) -> (sum[...], max[...])", .doc = "sum and max of 2-d rows", .row = &row_stats},
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
     {"fail(x) -> y", .doc = "always fails", .compute = fail_compute},
     {0},
@@ -225,6 +226,16 @@ TEST(test_rows_edges) {
                tz2 = opf_tensor_make(out2, OPF_F64, 1, &zero);
     CHECK(opf_op_run(op, (const opf_tensor *[]){&tb}, (const opf_tensor *[]){&tz, &tz2}, NULL) == OPF_OK, "%s",
           opf_last_error());
+    /* Empty rows that are not contiguous (x [2,0,3] with row dims of strides
+     * {1,3}): no scratch, no kernel reads. */
+    int64_t hollow_shape[3] = {2, 0, 3}, hollow_strides[3] = {1, 3, 2}, two = 2;
+    opf_tensor th = opf_tensor_make(x, OPF_F64, 3, hollow_shape), t2 = opf_tensor_make(out, OPF_F64, 1, &two),
+               t2b = opf_tensor_make(out2, OPF_F64, 1, &two);
+    th.strides = hollow_strides;
+    const opf_op_def *flat = user_op("row_stats_2d");
+    CHECK(opf_op_run(flat, (const opf_tensor *[]){&th}, (const opf_tensor *[]){&t2, &t2b}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    CHECK(out[0] == 0 && out[1] == 0, "sums of empty rows: %g %g", out[0], out[1]);
     /* A 0-d input has no row dim. */
     opf_tensor t0 = opf_tensor_make(x, OPF_F64, 0, NULL);
     opf_status st = opf_op_run(op, (const opf_tensor *[]){&t0}, (const opf_tensor *[]){&ts, &tm}, NULL);
