@@ -191,10 +191,7 @@ CLANG_ASAN_OBJ := $(patsubst src/%.c,$(CLANG_BUILD)/%.o,$(ASAN_CORE_SRC) $(KERNE
 CLANG_ASAN_A := $(CLANG_BUILD)/libopforge.a
 CLANG_ASAN_TEST_BIN := $(addprefix $(CLANG_BUILD)/tests/,$(C_TESTS))
 # -fno-tree-vectorize is gcc's spelling; clang's scalar kernels get -fno-vectorize.
-# Authored kernels ask for vectorized loops, which clang cannot always give
-# under the sanitizers: not an error there.
-clang_kernel_flags = $(subst -fno-tree-vectorize,-fno-vectorize -fno-slp-vectorize,$(KERNEL_FLAGS_$(call kernel_isa,$(1)))) \
-                     -Wno-pass-failed
+clang_kernel_flags = $(subst -fno-tree-vectorize,-fno-vectorize -fno-slp-vectorize,$(KERNEL_FLAGS_$(call kernel_isa,$(1))))
 
 $(CLANG_BUILD)/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -207,7 +204,7 @@ $(CLANG_ASAN_A): $(CLANG_ASAN_OBJ)
 
 $(CLANG_BUILD)/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(CLANG_ASAN_A)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(TEST_FLAGS) -O1 $(SANITIZE) -Wno-pass-failed $< tests/c/harness.c $(CLANG_ASAN_A) -o $@ $(LDLIBS)
+	$(CLANG) $(TEST_FLAGS) -O1 $(SANITIZE) $< tests/c/harness.c $(CLANG_ASAN_A) -o $@ $(LDLIBS)
 
 test-asan-clang: $(CLANG_ASAN_TEST_BIN)
 	@set -e; for t in $(CLANG_ASAN_TEST_BIN); do echo "== clang asan+ubsan $$t"; \
@@ -257,7 +254,7 @@ $(FUZZ_A): $(FUZZ_OBJ)
 
 $(FUZZ_DIR)/%: tests/fuzz/fuzz_%.c $(FUZZ_HEADERS) $(FUZZ_A)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Wno-pass-failed -fsanitize=fuzzer $< $(FUZZ_A) -o $@ $(LDLIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_A) -o $@ $(LDLIBS)
 
 # The same targets as plain programs, with gcc's sanitizers and replay.c.
 $(BUILD)/asan/fuzz/%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(FUZZ_HEADERS) $(ASAN_A)
