@@ -222,8 +222,9 @@ test-asan-clang: $(CLANG_ASAN_TEST_BIN)
 #                   runs each target for FUZZ_SECONDS on one core; the corpus
 #                   grows in build/fuzz/corpus/<target>/ (kept between runs);
 #                   a finding stops it and is saved in build/fuzz/artifacts/.
-#   make fuzz-merge adds the inputs of build/fuzz/corpus that bring new
-#                   coverage to the checked-in seed corpus.
+#   make fuzz-merge adds the inputs of build/fuzz/corpus that reach new edges
+#                   to the checked-in seed corpus (edges only, not hit counts,
+#                   which keeps it small).
 #   make test-fuzz  (part of `make test`) each target for FUZZ_TEST_SECONDS,
 #                   from the seed corpus only, then the gcc replay.
 FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -272,7 +273,7 @@ fuzz: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 
 fuzz-merge: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do mkdir -p tests/fuzz/corpus/$$t; \
-	  $(FUZZ_ENV) $(FUZZ_DIR)/$$t -merge=1 tests/fuzz/corpus/$$t $(FUZZ_DIR)/corpus/$$t; done
+	  $(FUZZ_ENV) $(FUZZ_DIR)/$$t -merge=1 -use_counters=0 tests/fuzz/corpus/$$t $(FUZZ_DIR)/corpus/$$t; done
 
 test-fuzz-replay: $(addprefix $(BUILD)/asan/fuzz/,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do echo "== replay (gcc asan+ubsan) $$t"; \
