@@ -191,10 +191,7 @@ CLANG_ASAN_OBJ := $(patsubst src/%.c,$(CLANG_BUILD)/%.o,$(ASAN_CORE_SRC) $(KERNE
 CLANG_ASAN_A := $(CLANG_BUILD)/libopforge.a
 CLANG_ASAN_TEST_BIN := $(addprefix $(CLANG_BUILD)/tests/,$(C_TESTS))
 # -fno-tree-vectorize is gcc's spelling; clang's scalar kernels get -fno-vectorize.
-# Authored kernels ask for vectorized loops, which clang cannot always give
-# under the sanitizers: not an error there.
-clang_kernel_flags = $(subst -fno-tree-vectorize,-fno-vectorize -fno-slp-vectorize,$(KERNEL_FLAGS_$(call kernel_isa,$(1)))) \
-                     -Wno-pass-failed
+clang_kernel_flags = $(subst -fno-tree-vectorize,-fno-vectorize -fno-slp-vectorize,$(KERNEL_FLAGS_$(call kernel_isa,$(1))))
 
 $(CLANG_BUILD)/%.o: src/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -207,7 +204,7 @@ $(CLANG_ASAN_A): $(CLANG_ASAN_OBJ)
 
 $(CLANG_BUILD)/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(CLANG_ASAN_A)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(TEST_FLAGS) -O1 $(SANITIZE) -Wno-pass-failed $< tests/c/harness.c $(CLANG_ASAN_A) -o $@ $(LDLIBS)
+	$(CLANG) $(TEST_FLAGS) -O1 $(SANITIZE) $< tests/c/harness.c $(CLANG_ASAN_A) -o $@ $(LDLIBS)
 
 test-asan-clang: $(CLANG_ASAN_TEST_BIN)
 	@set -e; for t in $(CLANG_ASAN_TEST_BIN); do echo "== clang asan+ubsan $$t"; \
@@ -225,8 +222,9 @@ test-asan-clang: $(CLANG_ASAN_TEST_BIN)
 #                   runs each target for FUZZ_SECONDS on one core; the corpus
 #                   grows in build/fuzz/corpus/<target>/ (kept between runs);
 #                   a finding stops it and is saved in build/fuzz/artifacts/.
-#   make fuzz-merge adds the inputs of build/fuzz/corpus that bring new
-#                   coverage to the checked-in seed corpus.
+#   make fuzz-merge adds the inputs of build/fuzz/corpus that reach new edges
+#                   to the checked-in seed corpus (edges only, not hit counts,
+#                   which keeps it small).
 #   make test-fuzz  (part of `make test`) each target for FUZZ_TEST_SECONDS,
 #                   from the seed corpus only, then the gcc replay.
 FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -257,7 +255,7 @@ $(FUZZ_A): $(FUZZ_OBJ)
 
 $(FUZZ_DIR)/%: tests/fuzz/fuzz_%.c $(FUZZ_HEADERS) $(FUZZ_A)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Wno-pass-failed -fsanitize=fuzzer $< $(FUZZ_A) -o $@ $(LDLIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_A) -o $@ $(LDLIBS)
 
 # The same targets as plain programs, with gcc's sanitizers and replay.c.
 $(BUILD)/asan/fuzz/%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(FUZZ_HEADERS) $(ASAN_A)
@@ -275,7 +273,7 @@ fuzz: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 
 fuzz-merge: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do mkdir -p tests/fuzz/corpus/$$t; \
-	  $(FUZZ_ENV) $(FUZZ_DIR)/$$t -merge=1 tests/fuzz/corpus/$$t $(FUZZ_DIR)/corpus/$$t; done
+	  $(FUZZ_ENV) $(FUZZ_DIR)/$$t -merge=1 -use_counters=0 tests/fuzz/corpus/$$t $(FUZZ_DIR)/corpus/$$t; done
 
 test-fuzz-replay: $(addprefix $(BUILD)/asan/fuzz/,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do echo "== replay (gcc asan+ubsan) $$t"; \

@@ -14,6 +14,7 @@
 
 #include "harness.h"
 #include "reference.h"
+#include "tensor.h" /* opf_tensors_overlap, tested directly with mixed element sizes */
 
 #define CHECK_STATUS(call, want)                                                                                       \
     do {                                                                                                               \
@@ -804,6 +805,51 @@ TEST(test_random_views_against_brute_force) {
     free(buf);
 }
 
+/* opf_tensors_overlap between views of different element sizes (no op mixes
+ * dtypes, but the query is general: it then works in bytes), against a
+ * brute-force map of the bytes each view covers. */
+TEST(test_overlap_of_mixed_element_sizes) {
+    rng r = rng_seed(77);
+    enum { BYTES = 512 };
+    _Alignas(64) static unsigned char buf[BYTES];
+    int meet_count = 0, rounds = harness_slow() ? 2000 : 20000;
+    for (int round = 0; round < rounds; round++) {
+        opf_tensor t[2];
+        int64_t shape[2][2], strides[2][2];
+        unsigned char covered[2][BYTES] = {{0}};
+        for (int k = 0; k < 2; k++) {
+            opf_dtype dtype = rng_below(&r, 2) ? OPF_F32 : OPF_F64;
+            int64_t elem = (int64_t)opf_dtype_size(dtype), lo = 0, hi = 0;
+            int32_t ndim = 1 + (int32_t)rng_below(&r, 2);
+            for (int32_t d = 0; d < ndim; d++) {
+                shape[k][d] = 1 + (int64_t)rng_below(&r, 4);
+                strides[k][d] = (int64_t)rng_below(&r, 9) - 4;
+                *(strides[k][d] < 0 ? &lo : &hi) += strides[k][d] * (shape[k][d] - 1);
+            }
+            int64_t room = BYTES / elem - (hi - lo), start = -lo + (int64_t)rng_below(&r, (uint64_t)room);
+            t[k] = opf_tensor_make(buf, dtype, ndim, shape[k]);
+            t[k].strides = strides[k];
+            t[k].byte_offset = (uint64_t)(start * elem);
+            for (int64_t i = 0; i < shape[k][0] * (ndim > 1 ? shape[k][1] : 1); i++) {
+                int64_t at = start + (ndim > 1 ? (i / shape[k][1]) * strides[k][0] + (i % shape[k][1]) * strides[k][1]
+                                               : i * strides[k][0]);
+                memset(covered[k] + at * elem, 1, (size_t)elem);
+            }
+        }
+        int meet = 0;
+        for (int b = 0; b < BYTES; b++) {
+            meet |= covered[0][b] && covered[1][b];
+        }
+        meet_count += meet;
+        opf_overlap got = opf_tensors_overlap(&t[0], &t[1]);
+        if (!CHECK(got == (meet ? OPF_OVERLAP : OPF_DISJOINT), "round %d: overlap %d, brute force %d", round, (int)got,
+                   meet)) {
+            break;
+        }
+    }
+    CHECK(meet_count > rounds / 10 && meet_count < rounds * 9 / 10, "%d of %d pairs meet", meet_count, rounds);
+}
+
 /* Large interleaved views are decided quickly and exactly; irregular ones
  * beyond the search's budget are refused, never accepted wrongly. */
 TEST(test_large_views) {
@@ -889,6 +935,7 @@ int main(void) {
     RUN_TEST(test_interleaved_overlapping_views);
     RUN_TEST(test_output_self_overlap_is_exact);
     RUN_TEST(test_random_views_against_brute_force);
+    RUN_TEST(test_overlap_of_mixed_element_sizes);
     RUN_TEST(test_large_views);
     return harness_summary();
 }
