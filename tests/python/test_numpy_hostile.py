@@ -107,3 +107,17 @@ def test_empty_arrays_with_large_other_dims() -> None:
     out = np.empty_like(y)
     onp.relu(y, out=out)
     assert onp.add(y, y).shape == y.shape
+
+
+def test_interleaved_disjoint_outputs_are_accepted() -> None:
+    """dense_grad's dx and dw as the even and odd rows of one buffer: they share
+    a memory span but no element, as the library decides (NumPy too)."""
+    rng = np.random.default_rng(7)
+    dy, x, w = (rng.standard_normal((2, 2)) for _ in range(3))
+    buffer = np.zeros((4, 2))
+    dx, dw = buffer[0::2], buffer[1::2]
+    onp.dense_grad(dy, x, w, out=(dx, dw, onp.SKIP))
+    np.testing.assert_allclose(dx, dy @ w.T, rtol=1e-12)
+    np.testing.assert_allclose(dw, x.T @ dy, rtol=1e-12)
+    with pytest.raises(ValueError, match="overlap"):
+        onp.dense_grad(dy, x, w, out=(buffer[0:2], buffer[1:3], onp.SKIP))
