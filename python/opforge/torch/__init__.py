@@ -322,15 +322,22 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
 
     Function.__name__ = f"{namespace}_{op.name}_Function"
 
+    return _function_kernel(handle, Function, f"{op.name}_autograd")
+
+
+def _function_kernel(handle: Any, function: Any, name: str) -> Callable[..., Any]:
+    """An Autograd-key kernel: through ``function`` (an autograd Function) when
+    a gradient may be asked for, else straight to the backend kernel."""
+
     def kernel(keyset: Any, *args: Any, **attrs: Any) -> Any:
         # Under torch.func, always through the Function: a forward-mode
         # transform (jvp, jacfwd) then fails there rather than drop tangents.
         if _transforms_active() or (_grad_enabled() and _any_requires_grad(*args)):
-            return _apply(Function, keyset, attrs, *args)
+            return _apply(function, keyset, attrs, *args)
         with _BELOW_AUTOGRAD():
             return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
 
-    kernel.__name__ = f"{op.name}_autograd"
+    kernel.__name__ = name
     return kernel
 
 
@@ -358,16 +365,7 @@ def _no_grad_rule_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
 
     Function.__name__ = f"{namespace}_{op.name}_NotDifferentiable"
 
-    def kernel(keyset: Any, *args: Any, **attrs: Any) -> Any:
-        # Under torch.func, always through the Function: a forward-mode
-        # transform (jvp, jacfwd) then fails there rather than drop tangents.
-        if _transforms_active() or (_grad_enabled() and _any_requires_grad(*args)):
-            return _apply(Function, keyset, attrs, *args)
-        with _BELOW_AUTOGRAD():
-            return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
-
-    kernel.__name__ = f"{op.name}_no_grad_rule"
-    return kernel
+    return _function_kernel(handle, Function, f"{op.name}_no_grad_rule")
 
 
 def _refuse_grad_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
