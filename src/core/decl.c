@@ -108,20 +108,6 @@ static const char *opf_ident(opf_parser *p, const char *what) {
     return name;
 }
 
-/* Names of ops, tables, arguments and attributes: lower_snake_case, so that
- * every framework accepts them (a torch schema, a TF op, a Python name). */
-static int opf_is_snake_name(const char *name) {
-    if (name == NULL || !(islower((unsigned char)name[0]) || name[0] == '_')) {
-        return 0;
-    }
-    for (const char *c = name; *c != '\0'; c++) {
-        if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '_')) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 static int32_t opf_symbol(opf_parser *p, const char *name) {
     for (int32_t i = 0; i < p->num_symbols; i++) {
         if (strcmp(p->symbols[i], name) == 0) {
@@ -717,7 +703,7 @@ static opf_status opf_resolve_row(opf_resolved *r, const opf_ops_decl *decl, int
     memset(parsed, 0, sizeof *parsed);
     int ok = opf_parse_signature(&p, row, parsed);
     p.text = NULL;
-    if (ok && !opf_is_snake_name(row->name)) {
+    if (ok && !opf_is_identifier(row->name)) {
         ok = opf_parse_fail(&p, "op name '%s' must be lower_snake_case", row->name);
     }
     for (int32_t i = 0; ok && i < row->num_inputs + row->num_outputs + row->num_attrs; i++) {
@@ -725,7 +711,7 @@ static opf_status opf_resolve_row(opf_resolved *r, const opf_ops_decl *decl, int
                            : i < row->num_inputs + row->num_outputs
                                ? row->outputs[i - row->num_inputs].name
                                : row->attrs[i - row->num_inputs - row->num_outputs].name;
-        if (!opf_is_snake_name(name)) {
+        if (!opf_is_identifier(name)) {
             ok = opf_parse_fail(&p, "name '%s' must be lower_snake_case", name);
         }
     }
@@ -782,7 +768,7 @@ const opf_op_table *opf_ops_resolve(const opf_ops_decl *decl) {
                  (unsigned)decl->abi_version, OPF_TABLE_ABI_VERSION);
         return NULL;
     }
-    if (!opf_is_snake_name(decl->name)) {
+    if (!opf_is_identifier(decl->name)) {
         opf_fail(OPF_E_INVALID, "opf_ops_resolve", "table name '%s' must be lower_snake_case", decl->name);
         return NULL;
     }

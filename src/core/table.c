@@ -23,7 +23,7 @@ const opf_op_def *opf_op_find(const opf_op_table *table, const char *name) {
 
 /* lower_snake_case: what every framework accepts as a namespace, an op, an
  * argument (a torch schema, a TF op, a Python identifier). */
-static int opf_is_identifier(const char *name) {
+int opf_is_identifier(const char *name) {
     if (name == NULL || !((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_')) {
         return 0;
     }
