@@ -41,6 +41,14 @@ endif
 CUDA_DEP_HEADERS := $(wildcard include/*.h src/*/*.h src/*/*/*.h src/*/*.inc)
 CUDA_LIB_A := $(BUILD)/libopforge.a
 
+# The files of src/ops that define authored kernels (a line starting with
+# OPF_ELTWISE_KERNEL( or OPF_ROW_KERNEL(): a CUDA build compiles them with
+# nvcc, and the CUDA emulator as C++, so that their kernels get CUDA builds.
+# Such a file must also compile as C++ (src/ops/eltwise.c shows how: ops.h
+# inside extern "C"). A new file of built-in kernels needs nothing more.
+CUDA_AUTHORED_LINE := ^OPF_(ELTWISE|ROW)_KERNEL[(]
+CUDA_AUTHORED_SRC := $(shell grep -lE '$(CUDA_AUTHORED_LINE)' src/ops/*.c)
+
 CUDA_ENABLED := 0
 CUDA_OBJ :=
 CUDA_DEFS :=
@@ -92,14 +100,14 @@ $(BUILD)/obj/cuda/%.o: src/cuda/%.cu $(CUDA_DEP_HEADERS)
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
-# Files of authored kernels, compiled by nvcc as CUDA C++ instead of by the C
-# compiler: each OPF_ELTWISE_KERNEL in them then also has its CUDA build
-# (opforge_cuda.h), exactly as in a user's file of ops. CUDA_AUTHORED_FLAGS
+# Files of authored kernels (CUDA_AUTHORED_SRC, above), compiled by nvcc as
+# CUDA C++ instead of by the C compiler: each OPF_ELTWISE_KERNEL and
+# OPF_ROW_KERNEL in them then also has its CUDA build (opforge_cuda.h),
+# exactly as in a user's file of ops. CUDA_AUTHORED_FLAGS
 # are the flags opforge.h asks of such a file ("Writing kernels"): no
 # contraction of a*b + c on the device (-fmad=false) or the host
 # (-ffp-contract=off: g++ contracts by default, unlike C in ISO mode), and no
 # -Wextra warning about the fields a declaration leaves out.
-CUDA_AUTHORED_SRC := src/ops/eltwise.c
 CUDA_AUTHORED_FLAGS := -x cu -fmad=false -Xcompiler -ffp-contract=off,-Wno-missing-field-initializers
 
 # (A static pattern rule: it takes these objects from the Makefile's C rule.)
@@ -133,7 +141,7 @@ CUDA_TEST_BIN := $(BUILD)/tests/test_cuda
 # compiler links the object.)
 CUDA_USER_FLAGS := -x cu -O3 -fmad=false -Xcompiler -fPIC,-ffp-contract=off
 CUDA_USER_WARN = $(NVCC_WARN) -Xcompiler -Wno-missing-field-initializers
-CUDA_USER_OBJ := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/cuda_user_ops.o)
+CUDA_USER_OBJ := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/cuda_user_ops.o $(BUILD)/tests/cuda_myops.o)
 CUDA_USER_LIB := $(BUILD)/tests/libcudaops.so
 CUDA_USER_LIB_TEST := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/test_cuda_user_lib)
 
@@ -141,6 +149,15 @@ $(BUILD)/tests/cuda_user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) $(CUDA_USER_FLAGS) $(CUDA_ARCH) $(CUDA_USER_WARN) -Iinclude -c $< -o $@
+
+# examples/ops/myops.c (the tutorials' ops: rowsum and its gradient among
+# them), compiled the same way and linked into test_cuda too; its table
+# function renamed, since user_ops.c exports opforge_op_table.
+MYOPS_RENAME := -Dopforge_op_table=opf_test_myops_table
+$(BUILD)/tests/cuda_myops.o: examples/ops/myops.c $(CUDA_DEP_HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(CUDA_USER_FLAGS) $(CUDA_ARCH) $(CUDA_USER_WARN) -Iinclude $(MYOPS_RENAME) -c $< -o $@
 
 $(CUDA_USER_LIB): tests/cuda/user_ops.c $(CUDA_DEP_HEADERS) $(BUILD)/libopforge.so.$(VERSION)
 	@mkdir -p $(dir $@)
@@ -187,8 +204,8 @@ gpu-check:
 
 # --- the CUDA emulator ---------------------------------------------------------------
 #
-#   make test-cuda-emu   test_cuda with the elementwise CUDA path run on the CPU: the
-#                        library, the built-ins' and a user's kernels compiled as CUDA
+#   make test-cuda-emu   test_cuda with the elementwise and row CUDA paths run on the CPU:
+#                        the library, the built-ins' and a user's kernels compiled as CUDA
 #                        C++ by the host C++ compiler against tests/cuda/emulate (a CPU
 #                        implementation of the runtime API they use; every thread of
 #                        every block in turn). Needs neither nvcc nor a GPU; checks the
@@ -200,10 +217,11 @@ EMU_CXXFLAGS = -std=c++17 -O2 -g -pthread -Wall -Wextra -Werror -Wno-unknown-pra
                $(INCLUDES) $(EMU_INC)
 # What nvcc does to a file: CUDA C++, __CUDACC__, cuda_runtime.h first.
 EMU_CU := -x c++ -D__CUDACC__ -include cuda_runtime.h -DOPF_HAVE_CUDA
-EMU_C_SRC = $(filter-out src/core/cuda_none.c src/ops/eltwise.c,$(wildcard src/core/*.c src/ops/*.c)) \
+EMU_C_SRC = $(filter-out src/core/cuda_none.c $(CUDA_AUTHORED_SRC),$(wildcard src/core/*.c src/ops/*.c)) \
             src/cuda/device.c $(KERNEL_SRC)
-EMU_OBJ = $(patsubst src/%.c,$(EMU_BUILD)/obj/%.o,$(EMU_C_SRC)) $(EMU_BUILD)/cu/ops/eltwise.o \
-          $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o $(EMU_BUILD)/runtime.o
+EMU_OBJ = $(patsubst src/%.c,$(EMU_BUILD)/obj/%.o,$(EMU_C_SRC)) $(patsubst src/%.c,$(EMU_BUILD)/cu/%.o,$(CUDA_AUTHORED_SRC)) \
+          $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/cuda/row.o $(EMU_BUILD)/cu/user_ops.o \
+          $(EMU_BUILD)/cu/myops.o $(EMU_BUILD)/runtime.o
 EMU_TEST_BIN := $(EMU_BUILD)/test_cuda
 
 $(EMU_BUILD)/obj/%.o: src/%.c $(CUDA_DEP_HEADERS)
@@ -212,13 +230,25 @@ $(EMU_BUILD)/obj/%.o: src/%.c $(CUDA_DEP_HEADERS)
 	$(Q)$(CC) $(BASE_CFLAGS) -DOPF_HAVE_CUDA $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) $(EMU_INC) \
 	  -c $< -o $@
 
-$(EMU_BUILD)/cu/ops/eltwise.o: src/ops/eltwise.c $(CUDA_DEP_HEADERS)
-$(EMU_BUILD)/cu/cuda/eltwise.o: src/cuda/eltwise.cu $(CUDA_DEP_HEADERS)
-$(EMU_BUILD)/cu/user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS)
-$(EMU_BUILD)/cu/ops/eltwise.o $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o:
+$(EMU_BUILD)/cu/ops/%.o: src/ops/%.c $(CUDA_DEP_HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  CXX emu $<"
 	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) -c $< -o $@
+
+$(EMU_BUILD)/cu/cuda/%.o: src/cuda/%.cu $(CUDA_DEP_HEADERS) tests/cuda/emulate/*.h
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) -c $< -o $@
+
+$(EMU_BUILD)/cu/user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS) tests/cuda/emulate/*.h
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) -c $< -o $@
+
+$(EMU_BUILD)/cu/myops.o: examples/ops/myops.c $(CUDA_DEP_HEADERS) tests/cuda/emulate/*.h
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) $(MYOPS_RENAME) -c $< -o $@
 
 $(EMU_BUILD)/runtime.o: tests/cuda/emulate/runtime.cc tests/cuda/emulate/*.h include/opforge.h
 	@mkdir -p $(dir $@)

@@ -508,10 +508,13 @@ static int opf_kind_rules(opf_parser *p, opf_op_def *row, const opf_parsed *pars
     }
     row->compute_cuda = decl->compute_cuda;
 #ifdef OPF_HAVE_CUDA
-    /* An authored elementwise kernel compiled by nvcc: the row runs its CUDA
-     * build (opf_op_run_cuda), and says so to the adapters. */
+    /* An authored elementwise or row kernel compiled by nvcc: the row runs
+     * its CUDA build (opf_op_run_cuda), and says so to the adapters. */
     if (row->compute_cuda == NULL && row->eltwise != NULL && row->eltwise->cuda != NULL) {
         row->compute_cuda = opf_cuda_eltwise_compute;
+    }
+    if (row->compute_cuda == NULL && row->row != NULL && row->row->cuda != NULL) {
+        row->compute_cuda = opf_cuda_row_compute;
     }
 #endif
     return 1;

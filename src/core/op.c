@@ -502,14 +502,17 @@ opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs
     if (op == NULL) {
         return opf_fail(OPF_E_INVALID, "opf_op_run_cuda", "op is NULL");
     }
-    /* The row's own CUDA kernel, or else its eltwise kernel's CUDA build (a
-     * declared row names it by opf_cuda_eltwise_compute). */
-    int eltwise = 0;
+    /* The row's own CUDA kernel, or else its eltwise or row kernel's CUDA
+     * build (a declared row names it by opf_cuda_eltwise_compute or
+     * opf_cuda_row_compute). */
+    int eltwise = 0, rowwise = 0;
 #ifdef OPF_HAVE_CUDA
     eltwise = op->eltwise != NULL && op->eltwise->cuda != NULL &&
               (op->compute_cuda == NULL || op->compute_cuda == opf_cuda_eltwise_compute);
+    rowwise = !eltwise && op->row != NULL && op->row->cuda != NULL &&
+              (op->compute_cuda == NULL || op->compute_cuda == opf_cuda_row_compute);
 #endif
-    if (op->compute_cuda == NULL && !eltwise) {
+    if (op->compute_cuda == NULL && !eltwise && !rowwise) {
         return opf_fail(OPF_E_UNSUPPORTED, opf_label(op), "this op has no CUDA kernel%s",
                         opf_cuda_device_count() == 0 ? " (or this library was built without CUDA)" : "");
     }
@@ -517,8 +520,9 @@ opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs
     opf_status st = opf_call_prepare(&call, op, inputs, outputs, attrs, OPF_DEVICE_CUDA);
     if (st == OPF_OK) {
 #ifdef OPF_HAVE_CUDA
-        st = eltwise ? opf_cuda_eltwise_run(opf_label(op), op, call.inputs, call.outputs, call.attrs, stream)
-                     : op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
+        st = eltwise   ? opf_cuda_eltwise_run(opf_label(op), op, call.inputs, call.outputs, call.attrs, stream)
+             : rowwise ? opf_cuda_row_run(opf_label(op), op, call.inputs, call.outputs, call.attrs, stream)
+                       : op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
 #else
         st = op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
 #endif

@@ -125,21 +125,6 @@ static void opf_row_chunk(void *ctx, int64_t begin, int64_t end) {
     free(scratch);
 }
 
-/* Whether the last `core` dims of t are C-contiguous (size-1 dims ignored). */
-static int opf_core_contiguous(const opf_tensor *t, int32_t core) {
-    int64_t expected = 1;
-    for (int32_t d = t->ndim - 1; d >= t->ndim - core; d--) {
-        if (t->shape[d] == 0) {
-            return 1;
-        }
-        if (t->shape[d] != 1 && opf_tensor_stride(t, d) != expected) {
-            return 0;
-        }
-        expected *= t->shape[d];
-    }
-    return 1;
-}
-
 /* A contiguous copy of an unbatched input that is not contiguous. */
 static char *opf_row_whole_copy(const opf_row_job *job, opf_row_arg *a) {
     char *copy = malloc((size_t)(a->len > 0 ? a->len : 1) * job->elem);
@@ -186,7 +171,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         for (int32_t d = a->t->ndim - a->core; d < a->t->ndim; d++) {
             a->len *= a->t->shape[d];
         }
-        a->contiguous_rows = opf_core_contiguous(a->t, a->core);
+        a->contiguous_rows = opf_tensor_tail_contiguous(a->t, a->core);
         row_elems += a->len;
         if (a->batched && !a->contiguous_rows) {
             job.scratch_elems += (size_t)a->len;
