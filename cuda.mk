@@ -211,10 +211,14 @@ gpu-check:
 #                        every block in turn). Needs neither nvcc nor a GPU; checks the
 #                        engine's plans and the generated kernels' indexing, not speed
 #                        and not what only nvcc or the hardware decide (no dense).
+#   make test-cuda-emu-asan  the same built with AddressSanitizer and UBSan (in
+#                        $(BUILD)/emu-asan): out-of-bounds rows, scratch used after
+#                        it is freed (a captured graph's, too), leaks.
 EMU_BUILD := $(BUILD)/emu
 EMU_INC := -Itests/cuda/emulate
+EMU_SAN :=
 EMU_CXXFLAGS = -std=c++17 -O2 -g -pthread -Wall -Wextra -Werror -Wno-unknown-pragmas -Wno-missing-field-initializers \
-               $(INCLUDES) $(EMU_INC)
+               $(INCLUDES) $(EMU_INC) $(EMU_SAN)
 # What nvcc does to a file: CUDA C++, __CUDACC__, cuda_runtime.h first.
 EMU_CU := -x c++ -D__CUDACC__ -include cuda_runtime.h -DOPF_HAVE_CUDA
 EMU_C_SRC = $(filter-out src/core/cuda_none.c $(CUDA_AUTHORED_SRC),$(wildcard src/core/*.c src/ops/*.c)) \
@@ -227,8 +231,8 @@ EMU_TEST_BIN := $(EMU_BUILD)/test_cuda
 $(EMU_BUILD)/obj/%.o: src/%.c $(CUDA_DEP_HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  CC emu  $<"
-	$(Q)$(CC) $(BASE_CFLAGS) -DOPF_HAVE_CUDA $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) $(EMU_INC) \
-	  -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) -DOPF_HAVE_CUDA $(OPT) $(EMU_SAN) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) \
+	  $(EMU_INC) -c $< -o $@
 
 $(EMU_BUILD)/cu/ops/%.o: src/ops/%.c $(CUDA_DEP_HEADERS)
 	@mkdir -p $(dir $@)
@@ -261,13 +265,17 @@ $(EMU_BUILD)/runtime.o: tests/cuda/emulate/runtime.cc tests/cuda/emulate/*.h inc
 .SECONDEXPANSION:
 $(EMU_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $$(EMU_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_FLAGS) -O2 -DOPF_HAVE_CUDA $(EMU_INC) -Itests/c tests/cuda/test_cuda.c tests/c/harness.c \
+	$(CC) $(TEST_FLAGS) -O2 $(EMU_SAN) -DOPF_HAVE_CUDA $(EMU_INC) -Itests/c tests/cuda/test_cuda.c tests/c/harness.c \
 	  $(EMU_OBJ) -o $@ $(LDLIBS) -lstdc++
 
-.PHONY: test-cuda-emu
+.PHONY: test-cuda-emu test-cuda-emu-asan
 test-cuda-emu: $(EMU_TEST_BIN)
 	@echo "== $(EMU_TEST_BIN) (the CUDA emulator)"
 	@$(EMU_TEST_BIN)
+
+test-cuda-emu-asan:
+	@$(MAKE) --no-print-directory EMU_BUILD=$(BUILD)/emu-asan \
+	  EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test-cuda-emu
 
 # Wheels for CPython 3.12 (the GPU machine's) of cffi, pytest, hypothesis,
 # setuptools, wheel and their dependencies; carry build/wheelhouse to the GPU

@@ -923,7 +923,7 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
                 acc[j] = step;                                                                                         \
             }                                                                                                          \
         }                                                                                                              \
-        /* halves of a constant size each (unrolled everywhere): lanes / 2, ..., 1 */                                 \
+        /* halves of a constant size each (unrolled everywhere): lanes / 2, ..., 1 */                                  \
         OPF__REDUCE_HALF(type, lanes, 16, step)                                                                        \
         OPF__REDUCE_HALF(type, lanes, 8, step)                                                                         \
         OPF__REDUCE_HALF(type, lanes, 4, step)                                                                         \

@@ -375,9 +375,7 @@ template <int NI, int NO> struct opf__cuda_row_args {
     int64_t out_len[NO > 0 ? NO : 1];
     const opf_attr_value *attrs;
 };
-template <int K> struct opf__cuda_row_lens {
-    int64_t n[K];
-};
+template <int K> struct opf__cuda_row_lens { int64_t n[K]; };
 
 /* Element `off` of operand `base`, computed on integers: an absent operand
  * stays NULL, and an empty row's pointer is never dereferenced. */
@@ -462,10 +460,9 @@ template <class F> static int opf__cuda_row_enqueue(const opf_cuda_row_launch *L
     void *args[5] = {&rows, &p, &lens, &layout, &attrs};
     const cudaStream_t stream = (cudaStream_t)L->stream;
     const dim3 grid(L->blocks > 0 ? L->blocks : 1), block(OPF_CUDA_ROW_THREADS);
-    const cudaError_t err =
-        rows <= (int64_t)UINT32_MAX
-            ? cudaLaunchKernel(opf__cuda_row_kernel<F, uint32_t>, grid, block, args, 0, stream)
-            : cudaLaunchKernel(opf__cuda_row_kernel<F, uint64_t>, grid, block, args, 0, stream);
+    const cudaError_t err = rows <= (int64_t)UINT32_MAX
+                                ? cudaLaunchKernel(opf__cuda_row_kernel<F, uint32_t>, grid, block, args, 0, stream)
+                                : cudaLaunchKernel(opf__cuda_row_kernel<F, uint64_t>, grid, block, args, 0, stream);
     /* cudaGetLastError: also clears this runtime's error slot. */
     return err != cudaSuccess ? (int)err : (int)cudaGetLastError();
 }

@@ -194,11 +194,17 @@ cdef extern from "opforge.h" nogil:
 
     ctypedef void (*opf_row_fn)(const opf_row_args *args)
 
+    # Opaque here: defined for CUDA C++ only (opforge_cuda.h).
+    cdef struct opf_cuda_row_launch
+
+    ctypedef int (*opf_cuda_row_fn)(const opf_cuda_row_launch *launch)
+
     ctypedef struct opf_row_kernel:
         int32_t num_inputs
         int32_t num_outputs
         opf_row_fn f32[OPF_NUM_VARIANTS]
         opf_row_fn f64[OPF_NUM_VARIANTS]
+        opf_cuda_row_fn cuda
 
     ctypedef struct opf_op_def:
         const char *name

@@ -437,7 +437,7 @@ TEST(test_relu_huge) {
 
 const opf_op_table *opforge_op_table(void); /* OPF_EXPORT_OPS in user_ops.c */
 
-static const char *const user_cuda_rows[] = {"mix_max", "clamp_",    "lerp_half", "rowsum",
+static const char *const user_cuda_rows[] = {"mix_max",    "clamp_",    "lerp_half", "rowsum",
                                              "row_affine", "row_stats", "softmax"};
 
 static const opf_op_def *user_row(const char *name) {
@@ -1026,9 +1026,9 @@ typedef struct row_shape {
 } row_shape;
 
 static const row_shape row_shapes[] = {
-    {0, {0}, 1, 0},    {0, {0}, 100, 0},  {1, {1}, 7, 0},      {1, {5}, 0, 0},    {1, {0}, 5, 0},
-    {1, {6}, 33, 0},   {2, {3, 4}, 7, 0}, {2, {4, 1}, 31, 0},  {3, {2, 1, 3}, 17, 0}, {2, {0, 3}, 0, 0},
-    {2, {3, 2}, 0, 0}, {1, {10007}, 3, 1},
+    {0, {0}, 1, 0},        {0, {0}, 100, 0},  {1, {1}, 7, 0},    {1, {5}, 0, 0},
+    {1, {0}, 5, 0},        {1, {6}, 33, 0},   {2, {3, 4}, 7, 0}, {2, {4, 1}, 31, 0},
+    {3, {2, 1, 3}, 17, 0}, {2, {0, 3}, 0, 0}, {2, {3, 2}, 0, 0}, {1, {10007}, 3, 1},
 };
 
 /* Layouts of the batched inputs, the inputs without "..." and the outputs;
@@ -1079,8 +1079,8 @@ static void ref_rowsum(opf_dtype dt, int64_t n, const double *const *in, const i
     tol[0][0] = sum_tol(dt, n, in[0]);
 }
 
-static void ref_rowsum_grad(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len,
-                            double *const *out, double *const *tol, const int64_t *out_len, const opf_attr_value *attrs) {
+static void ref_rowsum_grad(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len, double *const *out,
+                            double *const *tol, const int64_t *out_len, const opf_attr_value *attrs) {
     (void)dt, (void)n, (void)in_len, (void)attrs;
     for (int64_t i = 0; i < out_len[0]; i++) {
         out[0][i] = in[0][0];
@@ -1088,8 +1088,8 @@ static void ref_rowsum_grad(opf_dtype dt, int64_t n, const double *const *in, co
     }
 }
 
-static void ref_row_affine(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len,
-                           double *const *out, double *const *tol, const int64_t *out_len, const opf_attr_value *attrs) {
+static void ref_row_affine(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len, double *const *out,
+                           double *const *tol, const int64_t *out_len, const opf_attr_value *attrs) {
     (void)in_len, (void)out_len;
     const double shift = dt == OPF_F32 ? (double)(float)attrs[0].f : attrs[0].f;
     for (int64_t i = 0; i < n; i++) {
@@ -1108,7 +1108,8 @@ static void ref_row_stats(opf_dtype dt, int64_t n, const double *const *in, cons
         m = in[0][i] > m ? in[0][i] : m;
     }
     out[0][0] = n > 0 ? s / (double)n : NAN; /* 0 / 0 */
-    tol[0][0] = n > 0 ? sum_tol(dt, n + 1, in[0]) / (double)n : 0;
+    tol[0][0] =
+        n > 0 ? (sum_tol(dt, n, in[0]) + 2 * unit_roundoff(dt) * sum_abs(n, in[0])) / (double)n : 0; /* and / n */
     out[1][0] = m; /* -inf for an empty row */
     tol[1][0] = 0;
 }
@@ -1397,8 +1398,7 @@ TEST(test_row_dispatch) {
     cpu_only.cuda = NULL;
     by_hand.row = &cpu_only;
     opf_status st = opf_op_run_cuda(&by_hand, in, out, NULL, stream);
-    CHECK(st == OPF_E_UNSUPPORTED, "a row kernel without a CUDA build: %s (%s)", opf_status_name(st),
-          opf_last_error());
+    CHECK(st == OPF_E_UNSUPPORTED, "a row kernel without a CUDA build: %s (%s)", opf_status_name(st), opf_last_error());
     CHECK_CONTAINS(opf_last_error(), "cudaops.rowsum");
     CHECK_CONTAINS(opf_last_error(), "no CUDA kernel");
 
@@ -1480,8 +1480,8 @@ TEST(test_row_stream_capture) {
                 }
                 ref_softmax(dt, 13, ins, in_len, o, t, row, NULL);
                 for (int j = 0; j < 13; j++) {
-                    CHECK(fabs(gsoft[i * 13 + j] - want[j]) <= tol[j], "captured softmax %s [%lld,%d]",
-                          dtype_str(dt), (long long)i, j);
+                    CHECK(fabs(gsoft[i * 13 + j] - want[j]) <= tol[j], "captured softmax %s [%lld,%d]", dtype_str(dt),
+                          (long long)i, j);
                 }
             }
             CHECK_TV_GUARDS(&bsoft, "captured softmax %s", dtype_str(dt));
