@@ -74,6 +74,8 @@ const opf_op_decl opf_decl_dense = {
     .arg_docs = "x: inputs [N, K]; w: weights [K, M]; b: bias [M], optional; y: outputs [N, M]; activation: activation "
                 "fused into the output",
     .grad = "dx, dw, db = dense_grad(dy, x, w, y)",
+    /* y' = mask * (x' @ w + x @ w' + b'): dense_grad_grad's gdy. */
+    .jvp = "y', _, _ = dense_grad_grad(_, x, w, y, x', w', b')",
     .compute = dense_compute,
     .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_compute),
 };
@@ -179,6 +181,8 @@ const opf_op_decl opf_decl_dense_grad = {
                 "y: dense's output [N, M], required for relu; dx: gradient of x [N, K]; dw: gradient of w [K, M]; "
                 "db: gradient of b [M]; activation: dense's activation",
     .grad = "ddy, dx, dw = dense_grad_grad(dy, x, w, y, ddx, ddw, ddb)",
+    /* dx' = dz' @ w.T + dz @ w'.T, dw' = x'.T @ dz + x.T @ dz', db' = sum(dz'), dz' = dy' masked. */
+    .jvp = "dx', dw', db' = dense_grad(dy', x, w, y); _, dx', dw' = dense_grad_grad(dy, x, w, y, x', w', _)",
     .compute = dense_grad_compute,
     .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_grad_compute),
 };
@@ -262,6 +266,15 @@ static opf_status dense_grad_grad_compute(const opf_tensor *const *in, const opf
     if (st != OPF_OK || (gx == NULL && gw == NULL)) {
         return st;
     }
+    if (dy == NULL) { /* no gradient flows into dense's output: gx = gw = 0 */
+        if (gx != NULL) {
+            st = opf_product(x->dtype, x->shape[0], x->shape[1], 0, opf_matrix_of(x), opf_matrix_of(x), gx, NULL);
+        }
+        if (st == OPF_OK && gw != NULL) {
+            st = opf_product(w->dtype, w->shape[0], w->shape[1], 0, opf_matrix_of(w), opf_matrix_of(w), gw, NULL);
+        }
+        return st;
+    }
     /* dz = dy masked by y > 0 (relu) */
     opf_tensor dz = *dy;
     if (relu) {
@@ -288,11 +301,15 @@ static opf_status dense_grad_grad_compute(const opf_tensor *const *in, const opf
 }
 
 const opf_op_decl opf_decl_dense_grad_grad = {
-    "dense_grad_grad(dy[N,M], x[N,K], w[K,M], y[N,M]?, ddx[N,K]?, ddw[K,M]?, ddb[M]?, *, "
+    "dense_grad_grad(dy[N,M]?, x[N,K], w[K,M], y[N,M]?, ddx[N,K]?, ddw[K,M]?, ddb[M]?, *, "
     "activation: {none, relu} = none) -> (gdy[N,M]?, gx[N,K]?, gw[K,M]?)",
     .doc = "Gradients of dense_grad: with dz = dy masked by y > 0 for relu and the gradients ddx, ddw, ddb flowing "
-           "into its outputs (absent: zero), gdy = mask * (ddx @ w + x @ ddw + ddb), gx = dz @ ddw.T, "
+           "into its outputs (absent: zero, as is an absent dy), gdy = mask * (ddx @ w + x @ ddw + ddb), gx = dz @ ddw.T, "
            "gw = ddx.T @ dz; y gets none (the mask is piecewise constant).",
+    /* Bilinear: gdy' = mask * (ddx' @ w + ddx @ w' + x' @ ddw + x @ ddw' + ddb'), gx' = dz' @ ddw.T + dz @ ddw'.T,
+     * gw' = ddx'.T @ dz + ddx.T @ dz'. */
+    .jvp = "gdy', gx', gw' = dense_grad_grad(dy, x, w, y, ddx', ddw', ddb'); "
+           "gdy', _, _ = dense_grad_grad(_, x', w', y, ddx, ddw, _); _, gx', gw' = dense_grad_grad(dy', x, w, y, ddx, ddw, _)",
     .arg_docs = "dy: gradient of dense's output [N, M]; x: dense's input [N, K]; w: dense's weights [K, M]; "
                 "y: dense's output [N, M], required for relu; ddx: gradient of dense_grad's dx [N, K]; "
                 "ddw: gradient of dense_grad's dw [K, M]; ddb: gradient of dense_grad's db [M]; "
