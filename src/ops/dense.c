@@ -74,8 +74,9 @@ const opf_op_decl opf_decl_dense = {
     .arg_docs = "x: inputs [N, K]; w: weights [K, M]; b: bias [M], optional; y: outputs [N, M]; activation: activation "
                 "fused into the output",
     .grad = "dx, dw, db = dense_grad(dy, x, w, y)",
-    /* y' = mask * (x' @ w + x @ w' + b'): dense_grad_grad's gdy. */
-    .jvp = "y', _, _ = dense_grad_grad(_, x, w, y, x', w', b')",
+    /* y' = mask * (x' @ w + x @ w' + b'): dense_grad_grad's gdy, which does not read its dy (only gx and gw,
+     * dropped here, do): y stands in for it. */
+    .jvp = "y', _, _ = dense_grad_grad(y, x, w, y, x', w', b')",
     .compute = dense_compute,
     .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_compute),
 };
@@ -266,15 +267,6 @@ static opf_status dense_grad_grad_compute(const opf_tensor *const *in, const opf
     if (st != OPF_OK || (gx == NULL && gw == NULL)) {
         return st;
     }
-    if (dy == NULL) { /* no gradient flows into dense's output: gx = gw = 0 */
-        if (gx != NULL) {
-            st = opf_product(x->dtype, x->shape[0], x->shape[1], 0, opf_matrix_of(x), opf_matrix_of(x), gx, NULL);
-        }
-        if (st == OPF_OK && gw != NULL) {
-            st = opf_product(w->dtype, w->shape[0], w->shape[1], 0, opf_matrix_of(w), opf_matrix_of(w), gw, NULL);
-        }
-        return st;
-    }
     /* dz = dy masked by y > 0 (relu) */
     opf_tensor dz = *dy;
     if (relu) {
@@ -301,15 +293,19 @@ static opf_status dense_grad_grad_compute(const opf_tensor *const *in, const opf
 }
 
 const opf_op_decl opf_decl_dense_grad_grad = {
-    "dense_grad_grad(dy[N,M]?, x[N,K], w[K,M], y[N,M]?, ddx[N,K]?, ddw[K,M]?, ddb[M]?, *, "
+    "dense_grad_grad(dy[N,M], x[N,K], w[K,M], y[N,M]?, ddx[N,K]?, ddw[K,M]?, ddb[M]?, *, "
     "activation: {none, relu} = none) -> (gdy[N,M]?, gx[N,K]?, gw[K,M]?)",
     .doc = "Gradients of dense_grad: with dz = dy masked by y > 0 for relu and the gradients ddx, ddw, ddb flowing "
-           "into its outputs (absent: zero, as is an absent dy), gdy = mask * (ddx @ w + x @ ddw + ddb), gx = dz @ ddw.T, "
+           "into its outputs (absent: zero), gdy = mask * (ddx @ w + x @ ddw + ddb), gx = dz @ ddw.T, "
            "gw = ddx.T @ dz; y gets none (the mask is piecewise constant).",
+    /* With cz = dgdy masked: dddx = cz @ w.T + dz @ dgw.T, dddw = x.T @ cz + dgx.T @ dz, dddb = sum(cz),
+     * dx = cz @ ddw.T, dw = ddx.T @ cz, ddy = mask * (dgx @ ddw + ddx @ dgw). */
+    .grad = "dddx, dddw, dddb = dense_grad(dgdy, x, w, y); dx, dw, _ = dense_grad(dgdy, ddx, ddw, y); "
+            "ddy, _, _ = dense_grad_grad(dy, ddx, ddw, y, dgx, dgw, _); _, dddx, dddw = dense_grad_grad(dy, x, w, y, dgx, dgw, _)",
     /* Bilinear: gdy' = mask * (ddx' @ w + ddx @ w' + x' @ ddw + x @ ddw' + ddb'), gx' = dz' @ ddw.T + dz @ ddw'.T,
      * gw' = ddx'.T @ dz + ddx.T @ dz'. */
     .jvp = "gdy', gx', gw' = dense_grad_grad(dy, x, w, y, ddx', ddw', ddb'); "
-           "gdy', _, _ = dense_grad_grad(_, x', w', y, ddx, ddw, _); _, gx', gw' = dense_grad_grad(dy', x, w, y, ddx, ddw, _)",
+           "gdy', _, _ = dense_grad_grad(dy, x', w', y, ddx, ddw, _); _, gx', gw' = dense_grad_grad(dy', x, w, y, ddx, ddw, _)",
     .arg_docs = "dy: gradient of dense's output [N, M]; x: dense's input [N, K]; w: dense's weights [K, M]; "
                 "y: dense's output [N, M], required for relu; ddx: gradient of dense_grad's dx [N, K]; "
                 "ddw: gradient of dense_grad's dw [K, M]; ddb: gradient of dense_grad's db [M]; "
