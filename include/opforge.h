@@ -429,7 +429,9 @@ typedef struct opf_op_table {
  * flowing into that output, or '_' for nothing. The gradient op's attributes
  * are the forward op's of the same name. A gradient row must be linear in
  * the gradients it receives; gradient rows declare their own grad, so
- * derivatives compose to any order.
+ * derivatives compose to any order. An absent optional input is zero: a rule
+ * that passes one where its op requires a tensor contributes nothing (so
+ * write such a term linear in that input).
  *
  * jvp (NULL: the op has no forward mode, and frameworks say so when asked for
  * it) states the tangent of each output (written with a prime) from the

@@ -392,12 +392,32 @@ def docstring(
 # --------------------------------------------------------------------------
 
 
+def required_inputs(table: OpTable) -> Callable[[str], tuple[bool, ...]]:
+    """``required`` of :func:`run_grad_rules` for the rows of ``table``."""
+
+    def required(name: str) -> tuple[bool, ...]:
+        row = table.find(name)
+        return () if row is None else tuple(not arg.optional for arg in row.inputs)
+
+    return required
+
+
+def _absent_where_required(rule: GradDef, args: Sequence[Any], required: Optional[Callable[[str], Sequence[bool]]]) -> bool:
+    """Whether a rule passes an absent value (None: an absent input or
+    tangent, a gradient of an output not computed) where its op requires one:
+    rules are linear in such values, so the rule contributes nothing."""
+    if rule.op is None or required is None:
+        return False
+    return any(a is None and s.kind != "none" and r for a, s, r in zip(args, rule.sources, required(rule.op)))
+
+
 def run_grad_rules(
     op: OpDef,
     needs: Sequence[bool],
     value: Callable[[GradSource], Any],
     call: Callable[[str, list[Any], list[bool]], Sequence[Any]],
     skip: Optional[Callable[[GradDef], bool]] = None,
+    required: Optional[Callable[[str], Sequence[bool]]] = None,
 ) -> list[Any]:
     """The gradient of each input of ``op`` by its table rules, in a
     framework's values; None where no rule gives one (or none is needed).
@@ -409,7 +429,11 @@ def run_grad_rules(
     whether its output j is used (an optional output nobody wants need not be
     computed); returns its outputs in order (None for one not computed).
     ``skip(rule)``: True for a rule known to contribute zero (JAX: all the
-    cotangents it reads are symbolic zeros). Contributions to one input add up.
+    cotangents it reads are symbolic zeros). ``required(op_name)``: per input
+    of a rule's op, whether it is required; a rule that would pass an absent
+    optional input of ``op`` where its op requires a tensor contributes
+    nothing (absent optional inputs are zero, and a rule is linear in such a
+    value). Contributions to one input add up.
     """
     grads: list[Any] = [None] * len(op.inputs)
     for rule in op.grads:
@@ -417,6 +441,8 @@ def run_grad_rules(
         if not any(wanted) or (skip is not None and skip(rule)):
             continue
         args = [value(source) for source in rule.sources]
+        if _absent_where_required(rule, args, required):
+            continue
         produced = (args[0],) if rule.op is None else call(rule.op, args, wanted)
         for j, target in enumerate(rule.produces):
             if wanted[j] and j < len(produced) and produced[j] is not None:
@@ -431,6 +457,7 @@ def run_jvp_rules(
     call: Callable[[str, list[Any], list[bool]], Sequence[Any]],
     zeros: Callable[[int], Any],
     skip: Optional[Callable[[GradDef], bool]] = None,
+    required: Optional[Callable[[str], Sequence[bool]]] = None,
 ) -> list[Any]:
     """The tangent of each output of ``op`` by its tangent rules, in a
     framework's values; None where no rule gives one (a zero tangent).
@@ -450,6 +477,8 @@ def run_jvp_rules(
         if all(a is None for a, s in zip(args, rule.sources) if s.kind == "tangent"):
             continue
         args = [zeros(s.index) if a is None and s.kind == "tangent" else a for a, s in zip(args, rule.sources)]
+        if _absent_where_required(rule, args, required):
+            continue
         produced = (args[0],) if rule.op is None else call(rule.op, args, wanted)
         for j, target in enumerate(rule.produces):
             if wanted[j] and j < len(produced) and produced[j] is not None:

@@ -598,7 +598,7 @@ static int opf_parse_product(opf_parser *p, const opf_op_def *row, opf_rule_kind
     }
     p->at = start;
     return opf_parse_fail(p, kind == OPF_RULE_GRAD ? "expected d<input> or '_' before '='"
-                                                    : "expected <output>' or '_' before '='");
+                                                   : "expected <output>' or '_' before '='");
 }
 
 /* One rule: "dx, _, db = op(src, ...)" or "da = dy" (tangent rules: "y', _ = op(src, ...)", "y' = a'"). */
@@ -674,7 +674,8 @@ static int opf_parse_rules(opf_parser *p, const opf_op_table *table, const opf_o
             break; /* a trailing ';' */
         }
         if (*count == OPF_MAX_GRADS) {
-            return opf_parse_fail(p, "more than %d %s rules", OPF_MAX_GRADS, kind == OPF_RULE_GRAD ? "gradient" : "tangent");
+            return opf_parse_fail(p, "more than %d %s rules", OPF_MAX_GRADS,
+                                  kind == OPF_RULE_GRAD ? "gradient" : "tangent");
         }
         if (!opf_parse_rule(p, table, row, kind, &rules[(*count)++])) {
             return 0;

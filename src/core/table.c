@@ -157,8 +157,9 @@ static opf_status opf_validate_rules(const opf_op_table *table, const opf_op_def
          * sources[] and produces[] up to these counts. */
         if (rule->num_sources < 0 || rule->num_sources > OPF_MAX_ARGS || rule->num_produces < 0 ||
             rule->num_produces > OPF_MAX_ARGS) {
-            return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s rule %d has %d sources and %d products; at most %d of each",
-                            op->name, what, (int)g, (int)rule->num_sources, (int)rule->num_produces, OPF_MAX_ARGS);
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                            "op '%s': %s rule %d has %d sources and %d products; at most %d of each", op->name, what,
+                            (int)g, (int)rule->num_sources, (int)rule->num_produces, OPF_MAX_ARGS);
         }
         if (rule->op != NULL) {
             const opf_op_def *rule_op = opf_op_find(table, rule->op);

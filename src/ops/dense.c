@@ -299,13 +299,17 @@ const opf_op_decl opf_decl_dense_grad_grad = {
            "into its outputs (absent: zero), gdy = mask * (ddx @ w + x @ ddw + ddb), gx = dz @ ddw.T, "
            "gw = ddx.T @ dz; y gets none (the mask is piecewise constant).",
     /* With cz = dgdy masked: dddx = cz @ w.T + dz @ dgw.T, dddw = x.T @ cz + dgx.T @ dz, dddb = sum(cz),
-     * dx = cz @ ddw.T, dw = ddx.T @ cz, ddy = mask * (dgx @ ddw + ddx @ dgw). */
-    .grad = "dddx, dddw, dddb = dense_grad(dgdy, x, w, y); dx, dw, _ = dense_grad(dgdy, ddx, ddw, y); "
-            "ddy, _, _ = dense_grad_grad(dy, ddx, ddw, y, dgx, dgw, _); _, dddx, dddw = dense_grad_grad(dy, x, w, y, dgx, dgw, _)",
+     * dx = cz @ ddw.T, dw = ddx.T @ cz, ddy = mask * (ddx @ dgw + dgx @ ddw): each term from a row, and each term
+     * linear in the ddx or ddw it passes as x or w (absent: the term is zero). */
+    .grad =
+        "dddx, dddw, dddb = dense_grad(dgdy, x, w, y); _, dddx, dddw = dense_grad_grad(dy, x, w, y, dgx, dgw, _); "
+        "_, dx, dw = dense_grad_grad(dgdy, x, w, y, ddx, ddw, _); "
+        "ddy, _, _ = dense_grad_grad(dy, ddx, w, y, _, dgw, _); ddy, _, _ = dense_grad_grad(dy, x, ddw, y, dgx, _, _)",
     /* Bilinear: gdy' = mask * (ddx' @ w + ddx @ w' + x' @ ddw + x @ ddw' + ddb'), gx' = dz' @ ddw.T + dz @ ddw'.T,
      * gw' = ddx'.T @ dz + ddx.T @ dz'. */
     .jvp = "gdy', gx', gw' = dense_grad_grad(dy, x, w, y, ddx', ddw', ddb'); "
-           "gdy', _, _ = dense_grad_grad(dy, x', w', y, ddx, ddw, _); _, gx', gw' = dense_grad_grad(dy', x, w, y, ddx, ddw, _)",
+           "gdy', _, _ = dense_grad_grad(dy, x', w', y, ddx, ddw, _); _, gx', gw' = dense_grad_grad(dy', x, w, y, ddx, "
+           "ddw, _)",
     .arg_docs = "dy: gradient of dense's output [N, M]; x: dense's input [N, K]; w: dense's weights [K, M]; "
                 "y: dense's output [N, M], required for relu; ddx: gradient of dense_grad's dx [N, K]; "
                 "ddw: gradient of dense_grad's dw [K, M]; ddb: gradient of dense_grad's db [M]; "

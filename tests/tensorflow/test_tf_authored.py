@@ -54,3 +54,12 @@ def test_shape_function(myops: Any) -> None:
 def test_errors_name_the_op(myops: Any) -> None:
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=r"myops\.rowsum: x must have rank 1"):
         myops.rowsum(tf.constant(1.0))
+
+
+def test_differentiating_a_row_without_gradient_rules_is_an_error(myops: Any) -> None:
+    x = tf.constant([0.5, -1.0], tf.float64)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = myops.softplus_grad(tf.ones_like(x), x)
+    with pytest.raises(LookupError, match=r"myops\.softplus_grad \(TensorFlow op .*\) is not differentiable"):
+        tape.gradient(y, x)
