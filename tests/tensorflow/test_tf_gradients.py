@@ -190,3 +190,24 @@ def test_gradients_nobody_asked_for_are_not_computed() -> None:
     assert (grad_op.get_attr("skip_dx"), grad_op.get_attr("skip_dw"), grad_op.get_attr("skip_db")) == (True, False, True)
     # d/dw sum(relu(xw + b)^2) = x^T 2 (xw + b) with xw + b = 3 everywhere
     np.testing.assert_allclose(weight_gradient(x, w, b), np.full((4, 2), 3 * 2 * 3.0))
+
+
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_forward_accumulator_through_dense(activation: str) -> None:
+    """tf.autodiff.ForwardAccumulator (forward mode, which TensorFlow derives
+    from the gradient functions: it needs the gradient rows' own rules)
+    against the same of TensorFlow's ops."""
+    rng = np.random.default_rng(5)
+    x, w, b = (tf.constant(rng.standard_normal(s)) for s in ((3, 4), (4, 2), (2,)))
+    tx, tw, tb = (tf.constant(rng.standard_normal(s)) for s in ((3, 4), (4, 2), (2,)))
+
+    def theirs(x: tf.Tensor, w: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+        z = x @ w + b
+        return tf.nn.relu(z) if activation == "relu" else z
+
+    results = []
+    for f in (lambda x, w, b: otf.dense(x, w, b, activation=activation), theirs):
+        with tf.autodiff.ForwardAccumulator((x, w, b), (tx, tw, tb)) as acc:
+            y = f(x, w, b)
+        results.append(acc.jvp(y))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-12, atol=1e-12)
