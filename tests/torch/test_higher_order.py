@@ -291,3 +291,14 @@ def test_user_op_without_tangent_rule_says_so(myops: Any) -> None:
         jvp(lambda t: myops.softplus_grad(t, x), (x,), (x,))
     with pytest.raises(RuntimeError, match=r"myops::softplus_grad has no forward mode"):
         hessian(lambda t: myops.softplus(t).sum())(x)
+
+
+def test_vmap_over_an_empty_batch() -> None:
+    """A batch of size 0 through a row batched per element (dense): the
+    shapes come from the table's rules, as torch's own ops give them."""
+    x, w = torch.randn(0, 4, 5, dtype=F64), torch.randn(5, 3, dtype=F64)
+    with no_fallback():
+        got = vmap(lambda t: ops.dense(t, w))(x)
+        assert got.shape == vmap(lambda t: t @ w)(x).shape == (0, 4, 3)
+        with pytest.raises(RuntimeError, match="dense"):
+            vmap(lambda t: ops.dense(t, w))(torch.randn(0, 4, 6, dtype=F64))

@@ -236,7 +236,19 @@ def _vmap_rule(namespace: str, op: OpDef) -> Callable[..., Any]:
                 result = packet(*sliced, **attrs)
                 results.append(result if isinstance(result, tuple) else (result,))
             if not results:
-                raise RuntimeError(f"{namespace}::{op.name}: vmap over a batch of size 0 is not supported")
+                # A batch of size 0: the shapes of one element's outputs from
+                # the row's shape rules (one call on meta tensors, which runs
+                # its fake kernel and checks), with a batch dim of 0.
+                sliced = [
+                    a if a is None else a.new_empty(a.shape if d is None else a.shape[:d] + a.shape[d + 1 :], device="meta")
+                    for a, d in zip(args, in_dims)
+                ]
+                result = packet(*sliced, **attrs)
+                like = next(a for a in args if a is not None)
+                shapes = [r.shape for r in (result if isinstance(result, tuple) else (result,))]
+                outputs = tuple(like.new_empty(shape if skipped[j] else (0, *shape)) for j, shape in enumerate(shapes))
+                dims = tuple(None if skipped[j] else 0 for j in range(num_outputs))
+                return (outputs[0], dims[0]) if num_outputs == 1 else (tuple(outputs), dims)
             outputs = tuple(
                 results[0][j] if skipped[j] else torch.stack([r[j] for r in results]) for j in range(num_outputs)
             )
