@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.test_util import check_grads
 from oplib import compile_myops
 
 import opforge.jax as oj
@@ -86,3 +87,14 @@ def test_forward_mode_from_tangent_rules(myops: oj.OpNamespace) -> None:
         jax.jvp(lambda v: myops.softplus_grad(v, x), (t,), (t,))
     with pytest.raises(TypeError, match=r"myops\.softplus_grad has no forward mode"):
         jax.hessian(lambda v: myops.softplus(v).sum())(x)
+
+
+def test_rowsum_declares_all_three(myops: oj.OpNamespace) -> None:
+    """rowsum and rowsum_grad declare gradient and tangent rules: first and
+    second order in both modes, and jax.hessian, against jnp.sum's."""
+    x = jnp.asarray(np.random.default_rng(4).standard_normal((3, 5)))
+    check_grads(myops.rowsum, (x,), order=2, modes=("fwd", "rev"))
+    cube = lambda f: lambda v: jnp.sum(f(v) ** 3)  # noqa: E731
+    np.testing.assert_allclose(
+        jax.hessian(cube(myops.rowsum))(x), jax.hessian(cube(lambda v: jnp.sum(v, axis=-1)))(x), rtol=1e-12, atol=1e-12
+    )
