@@ -53,7 +53,9 @@ extern "C" {
  * the kernel types). A table built against another version is rejected by
  * opf_op_table_validate() and opf_ops_resolve(). Version 2 added the
  * declaration layer (opf_op_decl, signatures, kernel engines); version 3 the
- * CUDA build of an authored elementwise kernel (opf_eltwise_kernel.cuda).
+ * CUDA build of an authored elementwise kernel (opf_eltwise_kernel.cuda);
+ * version 4 tangent rules (opf_op_decl.jvp, opf_op_def.jvps) and the CUDA
+ * build of an authored row kernel (opf_row_kernel.cuda).
  * Libraries built for an earlier version must be rebuilt. */
 #define OPF_TABLE_ABI_VERSION 4
 
