@@ -67,9 +67,9 @@
  *
  * That mapping is exact for any body (a row is one sequential computation,
  * as on the CPU, and opf_sum / opf_max reduce in the CPU builds' lane order:
- * the same bits), and fast for many short rows. A row of thousands of
- * elements is one thread's loop, with the loads of a warp's 32 rows n
- * elements apart: it does not approach memory bandwidth. A block per row
+ * the same bits), and suits many short rows (not yet timed on a GPU). A row
+ * of thousands of elements is one thread's loop, with the loads of a warp's
+ * 32 rows n elements apart: it does not approach memory bandwidth. A block per row
  * would, but it needs the body's loops split over the block's threads, and
  * an arbitrary body (loops that carry state from one element to the next,
  * outputs updated in place, scalar code between loops) cannot be split
