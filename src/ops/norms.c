@@ -1,0 +1,580 @@
+/*
+ * norms.c — the row-wise built-ins of a transformer block, over the last
+ * axis: softmax, log_softmax, layer_norm, rms_norm, their gradients and the
+ * gradients of those (second order). Each is the math of one row
+ * (OPF_ROW_KERNEL) and a declaration, exactly what a user writes for a
+ * row-wise op of their own; the row engine does strides, threads, the
+ * per-ISA builds, and the sums over rows of the weight gradients (outputs
+ * declared without "...").
+ *
+ * Numerics. Everything is computed in the tensor's dtype, as PyTorch does on
+ * the CPU for float32 and float64. Row reductions are opf_sum/opf_max/opf_dot:
+ * 32 (float) or 16 (double) lanes, so a float row of 4096 elements adds 128
+ * terms per lane, then the lanes pairwise. Statistics are two-pass (the mean,
+ * then the sum of squares of x - mean, from the row in cache), never the
+ * single-pass E[x^2] - E[x]^2. Softmax subtracts the row's maximum.
+ *
+ * This file is C that also compiles as CUDA C++ (see eltwise.c).
+ */
+#include "cuda_kernels.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "ops.h"
+#ifdef __cplusplus
+}
+#endif
+
+/* The machine epsilon of T: rms_norm's eps when its eps attribute is
+ * negative (the default), as torch.nn.functional.rms_norm's eps=None. */
+#define NORMS_EPS(eps) ((eps) < 0 ? (OPF_IS_F64 ? (T)2.220446049250313e-16 : (T)1.1920928955078125e-07) : (T)(eps))
+
+/* Sums of the second-order kernels (not on the path of a forward or
+ * first-order backward op): plain loops in double. Element i of a row of T. */
+#define NORMS_AT(p, i) ((double)(p)[i])
+#define NORMS_OR(p, i, otherwise) ((p) != NULL ? (double)(p)[i] : (otherwise))
+
+/* --- softmax, log_softmax ---------------------------------------------------------------------------------------- */
+
+/* e^x for the x <= 0 (and NaN) of softmax's exp(x - max), in float: x = k ln2
+ * + r (Cody-Waite, as opf_exp_f32), e^r by a degree-6 polynomial (fitted for
+ * the relative error on |r| <= ln2 / 2), times 2^k; 1.13 ulp at most (every
+ * float in [-87.3, 0]). Results below FLT_MIN (x < -87.34) are 0: e^x there
+ * is a subnormal that no sum of softmax's can tell from 0. About 24
+ * operations to opf_exp_f32's 37: softmax's rows are bound by this function. */
+OPF_KERNEL_FN float norms_exp_f32(float x) {
+    const float t = x * 0x1.715476p+0f + 0x1.8p23f; /* k + 1.5 * 2^23: k = round(x / ln2) in the low bits */
+    const float k = t - 0x1.8p23f;
+    float r = x - k * 0x1.62e4p-1f;
+    r = r - k * 0x1.7f7d1cp-20f;
+    float q = 0x1.6ae6ccp-10f;
+    q = q * r + 0x1.126766p-7f;
+    q = q * r + 0x1.555822p-5f;
+    q = q * r + 0x1.55541ap-3f;
+    q = q * r + 0x1.fffffcp-2f;
+    const float p = 1.0f + (r + (r * r) * q);
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits << 23) + 0x3f800000u; /* 2^k: the low bits of t, shifted into the exponent */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return opf_select_f32(x < -0x1.5d589ep+6f, 0.0f, p * scale);
+}
+
+/* e^x for x <= 0 in T: norms_exp_f32 for float, opf_exp for double. */
+#define NORMS_EXP(x) (OPF_IS_F64 ? (T)opf_exp_f64((double)(x)) : (T)norms_exp_f32((float)(x)))
+
+enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
+
+/* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
+ * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c) and
+ * the chunk's sum. The row's maximum is read from memory once, a chunk at a
+ * time, while the previous chunk's exponentials are computed. Leaves the
+ * chunks' shifts, sums and the row's maximum m. */
+#define NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m)                                                             \
+    for (int64_t at_ = 0, k_ = 0; at_ < (n); at_ += (chunk), k_++) {                                                   \
+        const int64_t len_ = (n)-at_ < (chunk) ? (n)-at_ : (chunk);                                                    \
+        const T c_ = opf_max(len_, (x) + at_);                                                                         \
+        (m) = (c_ > (m) || c_ != c_) ? c_ : (m);                                                                       \
+        (shift)[k_] = c_ == -(T)__builtin_inf() ? (T)0 : c_;                                                           \
+        for (int64_t i_ = 0; i_ < len_; i_++) {                                                                        \
+            (y)[at_ + i_] = NORMS_EXP((x)[at_ + i_] - (shift)[k_]);                                                    \
+        }                                                                                                              \
+        (sum)[k_] = opf_sum(len_, (y) + at_);                                                                          \
+    }
+
+/* Chunks of at least 1024 elements, at most NORMS_CHUNKS of them. */
+#define NORMS_CHUNK(n) ((n) > NORMS_CHUNKS * 1024 ? ((n) + NORMS_CHUNKS - 1) / NORMS_CHUNKS : 1024)
+
+/* y = exp(x - max) / sum: per chunk y = exp(x - c) * (exp(c - max) / sum).
+ * A row with +inf or NaN, or of -inf only, is NaN throughout (as
+ * torch.softmax): its sum is NaN, or 0 with max = -inf. */
+OPF_ROW_KERNEL(softmax, (x), (y), {
+    const int64_t chunk = NORMS_CHUNK(n);
+    T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
+    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m)
+    T total = 0;
+    for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
+        total += sum[k] * opf_exp(shift[k] - m);
+    }
+    const T inv = (T)1 / total;
+    for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
+        const int64_t len = n - at < chunk ? n - at : chunk;
+        const T f = opf_exp(shift[k] - m) * inv;
+        T *const yk = y + at;
+        for (int64_t i = 0; i < len; i++) {
+            yk[i] = yk[i] * f;
+        }
+    }
+})
+
+/* dx = y * (dy - <dy, y>): dx holds dy * y first (one pass over memory). */
+OPF_ROW_KERNEL(softmax_grad, (dy, y), (dx), {
+    for (int64_t i = 0; i < n; i++) {
+        dx[i] = dy[i] * y[i];
+    }
+    const T s = opf_sum(n, dx);
+    for (int64_t i = 0; i < n; i++) {
+        dx[i] = dx[i] - y[i] * s;
+    }
+})
+
+/* softmax_grad is linear in dy with the symmetric Jacobian diag(y) - y y^T:
+ * gdy = softmax_grad(ddx, y); and gy = ddx * (dy - <dy, y>) - dy * <ddx, y>. */
+OPF_ROW_KERNEL(softmax_grad_grad, (ddx, dy, y), (gdy, gy), {
+    const T a = opf_dot(n, ddx, y);
+    if (gdy != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            gdy[i] = y[i] * (ddx[i] - a);
+        }
+    }
+    if (gy != NULL) {
+        const T s = opf_dot(n, dy, y);
+        for (int64_t i = 0; i < n; i++) {
+            gy[i] = ddx[i] * (dy[i] - s) - dy[i] * a;
+        }
+    }
+})
+
+/* y = (x - max) - log(sum(exp(x - max))), the sum from the chunks' sums of
+ * exp(x - c) (y's row holds those first). */
+OPF_ROW_KERNEL(log_softmax, (x), (y), {
+    const int64_t chunk = NORMS_CHUNK(n);
+    T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
+    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m)
+    T total = 0;
+    for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
+        total += sum[k] * opf_exp(shift[k] - m);
+    }
+    const T lse = opf_log(total);
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = (x[i] - m) - lse;
+    }
+})
+
+/* dx = dy - exp(y) * sum(dy): dx holds exp(y) first, a chunk at a time with
+ * dy's sum (one pass over memory). */
+OPF_ROW_KERNEL(log_softmax_grad, (dy, y), (dx), {
+    const int64_t chunk = NORMS_CHUNK(n);
+    T s = 0;
+    for (int64_t at = 0; at < n; at += chunk) {
+        const int64_t len = n - at < chunk ? n - at : chunk;
+        s += opf_sum(len, dy + at);
+        for (int64_t i = at; i < at + len; i++) {
+            dx[i] = opf_exp(y[i]);
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        dx[i] = dy[i] - dx[i] * s;
+    }
+})
+
+/* With p = exp(y): gdy = ddx - <ddx, p>, gy = -ddx * p * sum(dy). */
+OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, dy, y), (gdy, gy), {
+    if (gdy != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            gdy[i] = opf_exp(y[i]);
+        }
+        const T a = opf_dot(n, ddx, gdy);
+        for (int64_t i = 0; i < n; i++) {
+            gdy[i] = ddx[i] - a;
+        }
+    }
+    if (gy != NULL) {
+        const T s = opf_sum(n, dy);
+        for (int64_t i = 0; i < n; i++) {
+            gy[i] = -(ddx[i] * opf_exp(y[i])) * s;
+        }
+    }
+})
+
+/* --- rms_norm ----------------------------------------------------------------------------------------------------- */
+
+/* y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps); a row of length 0
+ * has rstd NaN (as torch's _fused_rms_norm). */
+OPF_ROW_KERNEL(rms_norm, (x, w), (y, rstd), {
+    const T eps = NORMS_EPS(attrs[0].f);
+    const T r = (T)1 / opf_sqrt(opf_dot(n, x, x) / (T)n + eps);
+    rstd[0] = r;
+    if (w != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = (x[i] * r) * w[i];
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = x[i] * r;
+        }
+    }
+})
+
+/* With g = dy * w, r = rstd: dx = r g - x (r^3 / M) (<g, x> + drstd);
+ * dw = sum over rows of dy x r. */
+OPF_ROW_KERNEL(rms_norm_grad, (dy, x, rstd, w, drstd), (dx, dw), {
+    const T r = rstd[0];
+    if (dx != NULL && n > 0) {
+        T s;
+        if (w != NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = dy[i] * w[i];
+            }
+            s = opf_dot(n, dx, x);
+        } else {
+            s = opf_dot(n, dy, x);
+        }
+        const T c = (r * r * r / (T)n) * (s + (drstd != NULL ? drstd[0] : (T)0));
+        if (w != NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * dx[i] - x[i] * c;
+            }
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * dy[i] - x[i] * c;
+            }
+        }
+    }
+    if (dw != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            dw[i] += (dy[i] * x[i]) * r;
+        }
+    }
+})
+
+/* The gradients of rms_norm_grad's dx and dw (cotangents ddx, ddw; absent:
+ * zero) with respect to each of its inputs. With c = r^3 / M, g = dy w,
+ * S = <g, x> + drstd, a = <ddx, x>:
+ *   gdy = w (r ddx - c a x) + r ddw x      gx = -c (ddx S + a g) + r ddw dy
+ *   gw = sum over rows of dy (r ddx - c a x)
+ *   grstd = <ddx, g> - 3 r^2 / M a S + <ddw, dy x>      gdrstd = -c a */
+OPF_ROW_KERNEL(rms_norm_grad_grad, (dy, x, rstd, w, drstd, ddx, ddw), (gdy, gx, grstd, gw, gdrstd), {
+    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m, drs = NORMS_OR(drstd, 0, 0);
+    double s = 0, a = 0, dg = 0, e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double g = NORMS_AT(dy, i) * NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);
+        s += g * NORMS_AT(x, i);
+        a += dd * NORMS_AT(x, i);
+        dg += dd * g;
+        e += NORMS_OR(ddw, i, 0) * NORMS_AT(dy, i) * NORMS_AT(x, i);
+    }
+    s += drs;
+    for (int64_t i = 0; i < n; i++) {
+        const double xi = NORMS_AT(x, i), dyi = NORMS_AT(dy, i), wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0),
+                     dw_i = NORMS_OR(ddw, i, 0), proj = r * dd - c * a * xi;
+        if (gdy != NULL) {
+            gdy[i] = (T)(wi * proj + r * dw_i * xi);
+        }
+        if (gx != NULL) {
+            gx[i] = (T)(-c * (dd * s + a * dyi * wi) + r * dw_i * dyi);
+        }
+        if (gw != NULL) {
+            gw[i] += (T)(dyi * proj);
+        }
+    }
+    if (grstd != NULL) {
+        grstd[0] = (T)(dg - 3 * r * r / m * a * s + e);
+    }
+    if (gdrstd != NULL) {
+        gdrstd[0] = (T)(-c * a);
+    }
+})
+
+/* --- layer_norm --------------------------------------------------------------------------------------------------- */
+
+/* y = (x - mean) * rstd * w + b with mean and rstd = 1 / sqrt(var + eps) of
+ * the row (var biased: divided by M), from two passes: the sum of x, then the
+ * sum of squares of x - mean (y's row holds x - mean in between). A row of
+ * length 0 has mean 0 and rstd NaN (as torch.native_layer_norm). */
+OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
+    const T mu = n > 0 ? opf_sum(n, x) / (T)n : (T)0;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = x[i] - mu;
+    }
+    const T r = (T)1 / opf_sqrt(opf_dot(n, y, y) / (T)n + (T)attrs[0].f);
+    mean[0] = mu;
+    rstd[0] = r;
+    if (w != NULL && b != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = (y[i] * r) * w[i] + b[i];
+        }
+    } else if (w != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = (y[i] * r) * w[i];
+        }
+    } else if (b != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = y[i] * r + b[i];
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = y[i] * r;
+        }
+    }
+})
+
+/* With xh = (x - mean) r, g = dy w, r = rstd:
+ *   dx = r (g - mean(g) - xh mean(g xh)) + dmean / M - drstd r^2 xh / M
+ *   dw = sum over rows of dy xh, db = sum over rows of dy.
+ * dx's row holds g (x - mean) first, for sum(g xh). */
+OPF_ROW_KERNEL(layer_norm_grad, (dy, x, mean, rstd, w, dmean, drstd), (dx, dw, db), {
+    const T mu = mean[0], r = rstd[0];
+    if (dx != NULL && n > 0) {
+        T sg;
+        if (w != NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = (dy[i] * w[i]) * (x[i] - mu);
+            }
+            sg = opf_dot(n, dy, w);
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = dy[i] * (x[i] - mu);
+            }
+            sg = opf_sum(n, dy);
+        }
+        const T sgx = opf_sum(n, dx) * r, inv_n = (T)1 / (T)n;
+        const T c0 = (dmean != NULL ? dmean[0] * inv_n : (T)0) - r * sg * inv_n;
+        const T c1 = r * sgx * inv_n + (drstd != NULL ? drstd[0] * r * r * inv_n : (T)0);
+        if (w != NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * (dy[i] * w[i]) + c0 - ((x[i] - mu) * r) * c1;
+            }
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * dy[i] + c0 - ((x[i] - mu) * r) * c1;
+            }
+        }
+    }
+    if (dw != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            dw[i] += dy[i] * ((x[i] - mu) * r);
+        }
+    }
+    if (db != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            db[i] += dy[i];
+        }
+    }
+})
+
+/* The gradients of layer_norm_grad's dx (cotangent ddx; absent: zero) with
+ * respect to each of its inputs. With xh = (x - mean) r, g = dy w,
+ * A = sum(ddx), B = <ddx, xh>, Sg = sum(g), Sgx = <g, xh>:
+ *   proj = r (ddx - A / M - xh B / M)
+ *   gdy = w proj, gw = sum over rows of dy proj
+ *   H = -(r / M) (ddx Sgx + B g) - drstd r^2 ddx / M
+ *   gx = r H, gmean = -r sum(H),
+ *   grstd = <ddx, g> - (A Sg + B Sgx) / M - 2 drstd r B / M + <H, x - mean>
+ *   gdmean = A / M, gdrstd = -r^2 B / M
+ * (layer_norm_grad_grad_affine adds the parts of dw's and db's cotangents.) */
+OPF_ROW_KERNEL(layer_norm_grad_grad, (dy, x, mean, rstd, w, dmean, drstd, ddx),
+               (gdy, gx, gmean, grstd, gw, gdmean, gdrstd), {
+                   const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, drs = NORMS_OR(drstd, 0, 0);
+                   double sa = 0, sb = 0, sg = 0, sgx = 0, dg = 0;
+                   (void)dmean; /* dx = ... + dmean / M: dmean's value enters no gradient */
+                   for (int64_t i = 0; i < n; i++) {
+                       const double xh = (NORMS_AT(x, i) - mu) * r, g = NORMS_AT(dy, i) * NORMS_OR(w, i, 1),
+                                    dd = NORMS_OR(ddx, i, 0);
+                       sa += dd;
+                       sb += dd * xh;
+                       sg += g;
+                       sgx += g * xh;
+                       dg += dd * g;
+                   }
+                   double sh = 0, shx = 0;
+                   for (int64_t i = 0; i < n; i++) {
+                       const double xc = NORMS_AT(x, i) - mu, xh = xc * r, dyi = NORMS_AT(dy, i),
+                                    wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);
+                       const double proj = r * (dd - sa / m - xh * sb / m);
+                       const double h = -(r / m) * (dd * sgx + sb * dyi * wi) - drs * r * r * dd / m;
+                       sh += h;
+                       shx += h * xc;
+                       if (gdy != NULL) {
+                           gdy[i] = (T)(wi * proj);
+                       }
+                       if (gx != NULL) {
+                           gx[i] = (T)(r * h);
+                       }
+                       if (gw != NULL) {
+                           gw[i] += (T)(dyi * proj);
+                       }
+                   }
+                   if (gmean != NULL) {
+                       gmean[0] = (T)(-r * sh);
+                   }
+                   if (grstd != NULL) {
+                       grstd[0] = (T)(dg - (sa * sg + sb * sgx) / m - 2 * drs * r * sb / m + shx);
+                   }
+                   if (gdmean != NULL) {
+                       gdmean[0] = (T)(sa / m);
+                   }
+                   if (gdrstd != NULL) {
+                       gdrstd[0] = (T)(-r * r * sb / m);
+                   }
+               })
+
+/* The gradients of layer_norm_grad's dw and db (cotangents ddw, ddb; absent:
+ * zero) with respect to dy, x, mean and rstd. With xh = (x - mean) r and
+ * H = ddw dy: gdy = ddw xh + ddb, gx = r H, gmean = -r sum(H),
+ * grstd = <H, x - mean>. */
+OPF_ROW_KERNEL(layer_norm_grad_grad_affine, (dy, x, mean, rstd, ddw, ddb), (gdy, gx, gmean, grstd), {
+    const double mu = mean[0], r = rstd[0];
+    double sh = 0, shx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, h = NORMS_OR(ddw, i, 0) * NORMS_AT(dy, i);
+        sh += h;
+        shx += h * xc;
+        if (gdy != NULL) {
+            gdy[i] = (T)(NORMS_OR(ddw, i, 0) * (xc * r) + NORMS_OR(ddb, i, 0));
+        }
+        if (gx != NULL) {
+            gx[i] = (T)(r * h);
+        }
+    }
+    if (gmean != NULL) {
+        gmean[0] = (T)(-r * sh);
+    }
+    if (grstd != NULL) {
+        grstd[0] = (T)shx;
+    }
+})
+
+/* --- declarations ------------------------------------------------------------------------------------------------- */
+
+const opf_op_decl opf_decl_softmax = {
+    "softmax(x[..., M]) -> y[..., M]",
+    .doc = "Softmax over the last axis: y = exp(x - max) / sum(exp(x - max)) per row. A row holding +inf or NaN, "
+           "or only -inf, gives NaN throughout (as torch.softmax).",
+    .grad = "dx = softmax_grad(dy, y)",
+    .arg_docs = "x: input [..., M], rows along the last axis; y: the softmax of each row, the shape of x",
+    .row = &softmax,
+};
+
+const opf_op_decl opf_decl_softmax_grad = {
+    "softmax_grad(dy[..., M], y[..., M]) -> dx[..., M]",
+    .doc = "Gradient of softmax: dx = y * (dy - sum(dy * y)) per row.",
+    .grad = "ddy, dy = softmax_grad_grad(ddx, dy, y)",
+    .arg_docs = "dy: gradient of softmax's output; y: softmax's output; dx: gradient of softmax's input",
+    .row = &softmax_grad,
+};
+
+const opf_op_decl opf_decl_softmax_grad_grad = {
+    "softmax_grad_grad(ddx[..., M], dy[..., M], y[..., M]) -> (gdy[..., M]?, gy[..., M]?)",
+    .doc = "Gradients of softmax_grad: with ddx the gradient flowing into its dx, gdy = softmax_grad(ddx, y) and "
+           "gy = ddx * (dy - sum(dy * y)) - dy * sum(ddx * y) per row.",
+    .arg_docs = "ddx: gradient of softmax_grad's dx; dy: softmax_grad's dy; y: softmax_grad's y; gdy: gradient of dy; "
+                "gy: gradient of y",
+    .row = &softmax_grad_grad,
+};
+
+const opf_op_decl opf_decl_log_softmax = {
+    "log_softmax(x[..., M]) -> y[..., M]",
+    .doc = "Log-softmax over the last axis: y = (x - max) - log(sum(exp(x - max))) per row. A row holding +inf or "
+           "NaN, or only -inf, gives NaN throughout (as torch.log_softmax).",
+    .grad = "dx = log_softmax_grad(dy, y)",
+    .arg_docs = "x: input [..., M], rows along the last axis; y: the log-softmax of each row, the shape of x",
+    .row = &log_softmax,
+};
+
+const opf_op_decl opf_decl_log_softmax_grad = {
+    "log_softmax_grad(dy[..., M], y[..., M]) -> dx[..., M]",
+    .doc = "Gradient of log_softmax: dx = dy - exp(y) * sum(dy) per row.",
+    .grad = "ddy, dy = log_softmax_grad_grad(ddx, dy, y)",
+    .arg_docs = "dy: gradient of log_softmax's output; y: log_softmax's output; dx: gradient of log_softmax's input",
+    .row = &log_softmax_grad,
+};
+
+const opf_op_decl opf_decl_log_softmax_grad_grad = {
+    "log_softmax_grad_grad(ddx[..., M], dy[..., M], y[..., M]) -> (gdy[..., M]?, gy[..., M]?)",
+    .doc = "Gradients of log_softmax_grad: with ddx the gradient flowing into its dx and p = exp(y), "
+           "gdy = ddx - sum(ddx * p) and gy = -ddx * p * sum(dy) per row.",
+    .arg_docs = "ddx: gradient of log_softmax_grad's dx; dy: log_softmax_grad's dy; y: log_softmax_grad's y; "
+                "gdy: gradient of dy; gy: gradient of y",
+    .row = &log_softmax_grad_grad,
+};
+
+const opf_op_decl opf_decl_rms_norm = {
+    "rms_norm(x[..., M], w[M]?, *, eps: float = -1) -> (y[..., M], rstd[...])",
+    .doc = "RMS normalization over the last axis (torch.nn.functional.rms_norm): y = x * rstd * w with "
+           "rstd = 1 / sqrt(mean(x^2) + eps) per row. A negative eps (the default) means the machine epsilon of "
+           "x's dtype, as torch's eps=None.",
+    .grad = "dx, dw = rms_norm_grad(dy, x, rstd, w, drstd)",
+    .arg_docs = "x: input [..., M], rows along the last axis; w: weight [M], optional (absent: ones); eps: added to "
+                "the mean square (negative: the dtype's machine epsilon); y: the normalized rows, the shape of x; "
+                "rstd: 1 / sqrt(mean(x^2) + eps) of each row [...]",
+    .row = &rms_norm,
+};
+
+const opf_op_decl opf_decl_rms_norm_grad = {
+    "rms_norm_grad(dy[..., M], x[..., M], rstd[...], w[M]?, drstd[...]?) -> (dx[..., M]?, dw[M]?)",
+    .doc = "Gradients of rms_norm: with g = dy * w, dx = rstd * g - x * rstd^3 / M * (sum(g * x) + drstd) per row "
+           "and dw = the sum over rows of dy * x * rstd. drstd, the gradient flowing into rms_norm's rstd, is "
+           "optional (absent: zero).",
+    .grad = "ddy, dx, drstd, dw, ddrstd = rms_norm_grad_grad(dy, x, rstd, w, drstd, ddx, ddw)",
+    .arg_docs = "dy: gradient of rms_norm's y; x: rms_norm's input; w: rms_norm's weight, optional; rstd: rms_norm's "
+                "rstd; drstd: gradient of rms_norm's rstd, optional; dx: gradient of x; dw: gradient of w [M]",
+    .row = &rms_norm_grad,
+};
+
+const opf_op_decl opf_decl_rms_norm_grad_grad = {
+    "rms_norm_grad_grad(dy[..., M], x[..., M], rstd[...], w[M]?, drstd[...]?, ddx[..., M]?, ddw[M]?) -> "
+    "(gdy[..., M]?, gx[..., M]?, grstd[...]?, gw[M]?, gdrstd[...]?)",
+    .doc = "Gradients of rms_norm_grad with respect to each of its inputs, from the gradients ddx and ddw flowing "
+           "into its outputs (absent: zero).",
+    .arg_docs = "dy: rms_norm_grad's dy; x: rms_norm_grad's x; w: rms_norm_grad's w, optional; rstd: rms_norm_grad's "
+                "rstd; drstd: rms_norm_grad's drstd, optional; ddx: gradient of rms_norm_grad's dx; ddw: gradient of "
+                "rms_norm_grad's dw; gdy: gradient of dy; gx: gradient of x; gw: gradient of w; grstd: gradient of "
+                "rstd; gdrstd: gradient of drstd",
+    .row = &rms_norm_grad_grad,
+};
+
+const opf_op_decl opf_decl_layer_norm = {
+    "layer_norm(x[..., M], w[M]?, b[M]?, *, eps: float = 1e-5) -> (y[..., M], mean[...], rstd[...])",
+    .doc = "Layer normalization over the last axis (torch.nn.functional.layer_norm): y = (x - mean) * rstd * w + b "
+           "with the row's mean and rstd = 1 / sqrt(var + eps), var the biased variance. mean and rstd are returned "
+           "for the gradient, as torch.native_layer_norm does.",
+    .grad = "dx, dw, db = layer_norm_grad(dy, x, mean, rstd, w, dmean, drstd)",
+    .arg_docs = "x: input [..., M], rows along the last axis; w: weight [M], optional (absent: ones); b: bias [M], "
+                "optional (absent: zeros); eps: added to the variance; y: the normalized rows, the shape of x; "
+                "mean: the mean of each row [...]; rstd: 1 / sqrt(var + eps) of each row [...]",
+    .row = &layer_norm,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad = {
+    "layer_norm_grad(dy[..., M], x[..., M], mean[...], rstd[...], w[M]?, dmean[...]?, drstd[...]?) -> "
+    "(dx[..., M]?, dw[M]?, db[M]?)",
+    .doc = "Gradients of layer_norm: with xh = (x - mean) * rstd and g = dy * w, dx = rstd * (g - mean(g) - "
+           "xh * mean(g * xh)) + dmean / M - drstd * rstd^2 * xh / M per row, dw = the sum over rows of dy * xh and "
+           "db = the sum over rows of dy. dmean and drstd, the gradients flowing into layer_norm's mean and rstd, "
+           "are optional (absent: zero).",
+    .grad =
+        "ddy, dx, dmean, drstd, dw, ddmean, ddrstd = layer_norm_grad_grad(dy, x, mean, rstd, w, dmean, drstd, ddx); "
+        "ddy, dx, dmean, drstd = layer_norm_grad_grad_affine(dy, x, mean, rstd, ddw, ddb)",
+    .arg_docs = "dy: gradient of layer_norm's y; x: layer_norm's input; w: layer_norm's weight, optional; mean: "
+                "layer_norm's mean; rstd: layer_norm's rstd; dmean: gradient of layer_norm's mean, optional; drstd: "
+                "gradient of layer_norm's rstd, optional; dx: gradient of x; dw: gradient of w [M]; db: gradient of "
+                "b [M]",
+    .row = &layer_norm_grad,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_grad = {
+    "layer_norm_grad_grad(dy[..., M], x[..., M], mean[...], rstd[...], w[M]?, dmean[...]?, drstd[...]?, "
+    "ddx[..., M]?) -> (gdy[..., M]?, gx[..., M]?, gmean[...]?, grstd[...]?, gw[M]?, gdmean[...]?, gdrstd[...]?)",
+    .doc = "Gradients of layer_norm_grad's dx with respect to each of its inputs, from the gradient ddx flowing into "
+           "dx (absent: zero); layer_norm_grad_grad_affine gives those of dw and db.",
+    .arg_docs = "dy: layer_norm_grad's dy; x: layer_norm_grad's x; w: layer_norm_grad's w, optional; mean: "
+                "layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dmean: layer_norm_grad's dmean, optional; "
+                "drstd: layer_norm_grad's drstd, optional; ddx: gradient of layer_norm_grad's dx; gdy: gradient of "
+                "dy; gx: gradient of x; gw: gradient of w; gmean: gradient of mean; grstd: gradient of rstd; gdmean: "
+                "gradient of dmean; gdrstd: gradient of drstd",
+    .row = &layer_norm_grad_grad,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_grad_affine = {
+    "layer_norm_grad_grad_affine(dy[..., M], x[..., M], mean[...], rstd[...], ddw[M]?, ddb[M]?) -> "
+    "(gdy[..., M]?, gx[..., M]?, gmean[...]?, grstd[...]?)",
+    .doc = "Gradients of layer_norm_grad's dw and db with respect to dy, x, mean and rstd, from the gradients ddw "
+           "and ddb flowing into them (absent: zero): gdy = ddw * xh + ddb, gx = rstd * ddw * dy, "
+           "gmean = -rstd * sum(ddw * dy), grstd = sum(ddw * dy * (x - mean)) per row.",
+    .arg_docs = "dy: layer_norm_grad's dy; x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: "
+                "layer_norm_grad's rstd; ddw: gradient of layer_norm_grad's dw; ddb: gradient of layer_norm_grad's "
+                "db; gdy: gradient of dy; gx: gradient of x; gmean: gradient of mean; grstd: gradient of rstd",
+    .row = &layer_norm_grad_grad_affine,
+};
