@@ -280,32 +280,36 @@ OPF_ROW_KERNEL(rms_norm_grad_grad, (dy, x, rstd, w, drstd, ddx, ddw), (gdy, gx, 
 /* --- layer_norm --------------------------------------------------------------------------------------------------- */
 
 /* y = (x - mean) * rstd * w + b with mean and rstd = 1 / sqrt(var + eps) of
- * the row (var biased: divided by M), from two passes: the sum of x, then the
- * sum of squares of x - mean (y's row holds x - mean in between). A row of
- * length 0 has mean 0 and rstd NaN (as torch.native_layer_norm). */
+ * the row (var biased: divided by M), by the corrected two-pass algorithm:
+ * the mean, then (from the row in cache, y's row holding x - mean) the sum c
+ * of x - mean, which the mean's rounding leaves, and the sum of squares:
+ * var = sum((x - mean)^2) / M - (c / M)^2, mean += c / M (a row of equal
+ * values gives y = b exactly). A row of length 0 has mean 0 and rstd NaN (as
+ * torch.native_layer_norm). */
 OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
     const T mu = n > 0 ? opf_sum(n, x) / (T)n : (T)0;
     for (int64_t i = 0; i < n; i++) {
         y[i] = x[i] - mu;
     }
-    const T r = (T)1 / opf_sqrt(opf_dot(n, y, y) / (T)n + (T)attrs[0].f);
-    mean[0] = mu;
+    const T c = n > 0 ? opf_sum(n, y) / (T)n : (T)0, ss = opf_dot(n, y, y) / (T)n - c * c;
+    const T r = (T)1 / opf_sqrt(opf_maximum(ss, (T)0) + (T)attrs[0].f); /* NaN stays NaN (M = 0 too) */
+    mean[0] = mu + c;
     rstd[0] = r;
     if (w != NULL && b != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = (y[i] * r) * w[i] + b[i];
+            y[i] = ((y[i] - c) * r) * w[i] + b[i];
         }
     } else if (w != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = (y[i] * r) * w[i];
+            y[i] = ((y[i] - c) * r) * w[i];
         }
     } else if (b != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = y[i] * r + b[i];
+            y[i] = (y[i] - c) * r + b[i];
         }
     } else {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = y[i] * r;
+            y[i] = (y[i] - c) * r;
         }
     }
 })
