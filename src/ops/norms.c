@@ -120,18 +120,24 @@ OPF_ROW_KERNEL(softmax_grad, (dy, y), (dx), {
 })
 
 /* softmax_grad is linear in dy with the symmetric Jacobian diag(y) - y y^T:
- * gdy = softmax_grad(ddx, y); and gy = ddx * (dy - <dy, y>) - dy * <ddx, y>. */
-OPF_ROW_KERNEL(softmax_grad_grad, (ddx, dy, y), (gdy, gy), {
+ * gdy = softmax_grad(ddx, y); gy = ddx * (dy - <dy, y>) - dy * <ddx, y> (the
+ * gradient of <ddx, dx> with respect to y); and jy = ddx * (dy - <dy, y>) -
+ * y * <dy, ddx>, the derivative of dx along y in the direction ddx (forward
+ * mode: softmax_grad's tangent rule passes y' as ddx). */
+OPF_ROW_KERNEL(softmax_grad_grad, (ddx, dy, y), (gdy, gy, jy), {
     const T a = opf_dot(n, ddx, y);
     if (gdy != NULL) {
         for (int64_t i = 0; i < n; i++) {
             gdy[i] = y[i] * (ddx[i] - a);
         }
     }
-    if (gy != NULL) {
-        const T s = opf_dot(n, dy, y);
-        for (int64_t i = 0; i < n; i++) {
+    if (gy != NULL || jy != NULL) {
+        const T s = opf_dot(n, dy, y), c = opf_dot(n, dy, ddx);
+        for (int64_t i = 0; gy != NULL && i < n; i++) {
             gy[i] = ddx[i] * (dy[i] - s) - dy[i] * a;
+        }
+        for (int64_t i = 0; jy != NULL && i < n; i++) {
+            jy[i] = ddx[i] * (dy[i] - s) - y[i] * c;
         }
     }
 })
@@ -169,8 +175,9 @@ OPF_ROW_KERNEL(log_softmax_grad, (dy, y), (dx), {
     }
 })
 
-/* With p = exp(y): gdy = ddx - <ddx, p>, gy = -ddx * p * sum(dy). */
-OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, dy, y), (gdy, gy), {
+/* With p = exp(y): gdy = ddx - <ddx, p> (also log_softmax's Jacobian applied
+ * to ddx: its tangent rule), gy = -ddx * p * sum(dy) (zero without dy). */
+OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, y, dy), (gdy, gy), {
     if (gdy != NULL) {
         for (int64_t i = 0; i < n; i++) {
             gdy[i] = opf_exp(y[i]);
@@ -181,7 +188,7 @@ OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, dy, y), (gdy, gy), {
         }
     }
     if (gy != NULL) {
-        const T s = opf_sum(n, dy);
+        const T s = dy != NULL ? opf_sum(n, dy) : (T)0;
         for (int64_t i = 0; i < n; i++) {
             gy[i] = -(ddx[i] * opf_exp(y[i])) * s;
         }
@@ -208,10 +215,10 @@ OPF_ROW_KERNEL(rms_norm, (x, w), (y, rstd), {
 })
 
 /* With g = dy * w, r = rstd: dx = r g - x (r^3 / M) (<g, x> + drstd);
- * dw = sum over rows of dy x r. */
-OPF_ROW_KERNEL(rms_norm_grad, (dy, x, rstd, w, drstd), (dx, dw), {
-    const T r = rstd[0];
-    if (dx != NULL && n > 0) {
+ * dw = sum over rows of dy x r. dy and drstd absent: zero. */
+OPF_ROW_KERNEL(rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
+    const T r = rstd[0], drs = drstd != NULL ? drstd[0] : (T)0;
+    if (dx != NULL && n > 0 && dy != NULL) {
         T s;
         if (w != NULL) {
             for (int64_t i = 0; i < n; i++) {
@@ -221,7 +228,7 @@ OPF_ROW_KERNEL(rms_norm_grad, (dy, x, rstd, w, drstd), (dx, dw), {
         } else {
             s = opf_dot(n, dy, x);
         }
-        const T c = (r * r * r / (T)n) * (s + (drstd != NULL ? drstd[0] : (T)0));
+        const T c = (r * r * r / (T)n) * (s + drs);
         if (w != NULL) {
             for (int64_t i = 0; i < n; i++) {
                 dx[i] = r * dx[i] - x[i] * c;
@@ -231,8 +238,13 @@ OPF_ROW_KERNEL(rms_norm_grad, (dy, x, rstd, w, drstd), (dx, dw), {
                 dx[i] = r * dy[i] - x[i] * c;
             }
         }
+    } else if (dx != NULL && n > 0) {
+        const T c = (r * r * r / (T)n) * drs;
+        for (int64_t i = 0; i < n; i++) {
+            dx[i] = -(x[i] * c);
+        }
     }
-    if (dw != NULL) {
+    if (dw != NULL && dy != NULL) {
         for (int64_t i = 0; i < n; i++) {
             dw[i] += (dy[i] * x[i]) * r;
         }
@@ -242,22 +254,25 @@ OPF_ROW_KERNEL(rms_norm_grad, (dy, x, rstd, w, drstd), (dx, dw), {
 /* The gradients of rms_norm_grad's dx and dw (cotangents ddx, ddw; absent:
  * zero) with respect to each of its inputs. With c = r^3 / M, g = dy w,
  * S = <g, x> + drstd, a = <ddx, x>:
- *   gdy = w (r ddx - c a x) + r ddw x      gx = -c (ddx S + a g) + r ddw dy
- *   gw = sum over rows of dy (r ddx - c a x)
- *   grstd = <ddx, g> - 3 r^2 / M a S + <ddw, dy x>      gdrstd = -c a */
-OPF_ROW_KERNEL(rms_norm_grad_grad, (dy, x, rstd, w, drstd, ddx, ddw), (gdy, gx, grstd, gw, gdrstd), {
+ *   gx = -c (ddx S + a g) + r ddw dy
+ *   grstd = <ddx, g> - 3 r^2 / M a S + <ddw, dy x>
+ *   gdy = w (r ddx - c a x) + r ddw x      gw = sum over rows of dy (r ddx - c a x)
+ *   gdrstd = -c a
+ * gdy and gdrstd do not involve dy: with ddx = x', ddw = w' they are
+ * rms_norm's tangents y' and rstd' (its tangent rule). */
+OPF_ROW_KERNEL(rms_norm_grad_grad, (x, rstd, dy, w, drstd, ddx, ddw), (gx, grstd, gdy, gw, gdrstd), {
     const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m, drs = NORMS_OR(drstd, 0, 0);
     double s = 0, a = 0, dg = 0, e = 0;
     for (int64_t i = 0; i < n; i++) {
-        const double g = NORMS_AT(dy, i) * NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);
+        const double dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);
         s += g * NORMS_AT(x, i);
         a += dd * NORMS_AT(x, i);
         dg += dd * g;
-        e += NORMS_OR(ddw, i, 0) * NORMS_AT(dy, i) * NORMS_AT(x, i);
+        e += NORMS_OR(ddw, i, 0) * dyi * NORMS_AT(x, i);
     }
     s += drs;
     for (int64_t i = 0; i < n; i++) {
-        const double xi = NORMS_AT(x, i), dyi = NORMS_AT(dy, i), wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0),
+        const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0),
                      dw_i = NORMS_OR(ddw, i, 0), proj = r * dd - c * a * xi;
         if (gdy != NULL) {
             gdy[i] = (T)(wi * proj + r * dw_i * xi);
@@ -274,6 +289,33 @@ OPF_ROW_KERNEL(rms_norm_grad_grad, (dy, x, rstd, w, drstd, ddx, ddw), (gdy, gx, 
     }
     if (gdrstd != NULL) {
         gdrstd[0] = (T)(-c * a);
+    }
+})
+
+/* The derivative of rms_norm_grad's dx and dw along tangents xt, rstdt, wt
+ * of x, rstd and w (absent: zero); rms_norm_grad itself gives the part of dy
+ * and drstd, in which it is linear. With c = r^3 / M, g = dy w, S = <g, x> +
+ * drstd, g' = dy wt:
+ *   dxt = -c (xt S + x <g, xt>) + rstdt (g - 3 r^2 x S / M) + r g' - c x <g', x>
+ *   dwt = sum over rows of dy (xt r + x rstdt) */
+OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, dwt), {
+    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m, rt = NORMS_OR(rstdt, 0, 0);
+    double s = NORMS_OR(drstd, 0, 0), gxt = 0, gtx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1);
+        s += g * NORMS_AT(x, i);
+        gxt += g * NORMS_OR(xt, i, 0);
+        gtx += dyi * NORMS_OR(wt, i, 0) * NORMS_AT(x, i);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1),
+                     xti = NORMS_OR(xt, i, 0), gt = dyi * NORMS_OR(wt, i, 0);
+        if (dxt != NULL) {
+            dxt[i] = (T)(-c * (xti * s + xi * gxt) + rt * (g - 3 * r * r * xi * s / m) + r * gt - c * xi * gtx);
+        }
+        if (dwt != NULL) {
+            dwt[i] += (T)(dyi * (xti * r + xi * rt));
+        }
     }
 })
 
@@ -317,41 +359,48 @@ OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
 /* With xh = (x - mean) r, g = dy w, r = rstd:
  *   dx = r (g - mean(g) - xh mean(g xh)) + dmean / M - drstd r^2 xh / M
  *   dw = sum over rows of dy xh, db = sum over rows of dy.
- * dx's row holds g (x - mean) first, for sum(g xh). */
-OPF_ROW_KERNEL(layer_norm_grad, (dy, x, mean, rstd, w, dmean, drstd), (dx, dw, db), {
+ * dy, dmean and drstd absent: zero. dx's row holds g (x - mean) first, for
+ * sum(g xh). */
+OPF_ROW_KERNEL(layer_norm_grad, (x, mean, rstd, dy, w, dmean, drstd), (dx, dw, db), {
     const T mu = mean[0], r = rstd[0];
     if (dx != NULL && n > 0) {
-        T sg;
-        if (w != NULL) {
+        T sg = 0, sgx = 0;
+        if (dy != NULL && w != NULL) {
             for (int64_t i = 0; i < n; i++) {
                 dx[i] = (dy[i] * w[i]) * (x[i] - mu);
             }
             sg = opf_dot(n, dy, w);
-        } else {
+            sgx = opf_sum(n, dx) * r;
+        } else if (dy != NULL) {
             for (int64_t i = 0; i < n; i++) {
                 dx[i] = dy[i] * (x[i] - mu);
             }
             sg = opf_sum(n, dy);
+            sgx = opf_sum(n, dx) * r;
         }
-        const T sgx = opf_sum(n, dx) * r, inv_n = (T)1 / (T)n;
+        const T inv_n = (T)1 / (T)n;
         const T c0 = (dmean != NULL ? dmean[0] * inv_n : (T)0) - r * sg * inv_n;
         const T c1 = r * sgx * inv_n + (drstd != NULL ? drstd[0] * r * r * inv_n : (T)0);
-        if (w != NULL) {
+        if (dy != NULL && w != NULL) {
             for (int64_t i = 0; i < n; i++) {
                 dx[i] = r * (dy[i] * w[i]) + c0 - ((x[i] - mu) * r) * c1;
             }
-        } else {
+        } else if (dy != NULL) {
             for (int64_t i = 0; i < n; i++) {
                 dx[i] = r * dy[i] + c0 - ((x[i] - mu) * r) * c1;
             }
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = c0 - ((x[i] - mu) * r) * c1;
+            }
         }
     }
-    if (dw != NULL) {
+    if (dw != NULL && dy != NULL) {
         for (int64_t i = 0; i < n; i++) {
             dw[i] += dy[i] * ((x[i] - mu) * r);
         }
     }
-    if (db != NULL) {
+    if (db != NULL && dy != NULL) {
         for (int64_t i = 0; i < n; i++) {
             db[i] += dy[i];
         }
@@ -362,19 +411,21 @@ OPF_ROW_KERNEL(layer_norm_grad, (dy, x, mean, rstd, w, dmean, drstd), (dx, dw, d
  * respect to each of its inputs. With xh = (x - mean) r, g = dy w,
  * A = sum(ddx), B = <ddx, xh>, Sg = sum(g), Sgx = <g, xh>:
  *   proj = r (ddx - A / M - xh B / M)
- *   gdy = w proj, gw = sum over rows of dy proj
  *   H = -(r / M) (ddx Sgx + B g) - drstd r^2 ddx / M
  *   gx = r H, gmean = -r sum(H),
  *   grstd = <ddx, g> - (A Sg + B Sgx) / M - 2 drstd r B / M + <H, x - mean>
+ *   gdy = w proj, gw = sum over rows of dy proj
  *   gdmean = A / M, gdrstd = -r^2 B / M
- * (layer_norm_grad_grad_affine adds the parts of dw's and db's cotangents.) */
-OPF_ROW_KERNEL(layer_norm_grad_grad, (dy, x, mean, rstd, w, dmean, drstd, ddx),
-               (gdy, gx, gmean, grstd, gw, gdmean, gdrstd), {
+ * (layer_norm_grad_grad_affine adds the parts of dw's and db's cotangents.)
+ * gdy, gdmean and gdrstd do not involve dy: with ddx = x' they are
+ * layer_norm's tangents y' (before w' and b'), mean' and rstd'. */
+OPF_ROW_KERNEL(layer_norm_grad_grad, (x, mean, rstd, dy, w, dmean, drstd, ddx),
+               (gx, gmean, grstd, gdy, gw, gdmean, gdrstd), {
                    const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, drs = NORMS_OR(drstd, 0, 0);
                    double sa = 0, sb = 0, sg = 0, sgx = 0, dg = 0;
                    (void)dmean; /* dx = ... + dmean / M: dmean's value enters no gradient */
                    for (int64_t i = 0; i < n; i++) {
-                       const double xh = (NORMS_AT(x, i) - mu) * r, g = NORMS_AT(dy, i) * NORMS_OR(w, i, 1),
+                       const double xh = (NORMS_AT(x, i) - mu) * r, g = NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1),
                                     dd = NORMS_OR(ddx, i, 0);
                        sa += dd;
                        sb += dd * xh;
@@ -384,7 +435,7 @@ OPF_ROW_KERNEL(layer_norm_grad_grad, (dy, x, mean, rstd, w, dmean, drstd, ddx),
                    }
                    double sh = 0, shx = 0;
                    for (int64_t i = 0; i < n; i++) {
-                       const double xc = NORMS_AT(x, i) - mu, xh = xc * r, dyi = NORMS_AT(dy, i),
+                       const double xc = NORMS_AT(x, i) - mu, xh = xc * r, dyi = NORMS_OR(dy, i, 0),
                                     wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);
                        const double proj = r * (dd - sa / m - xh * sb / m);
                        const double h = -(r / m) * (dd * sgx + sb * dyi * wi) - drs * r * r * dd / m;
@@ -415,14 +466,15 @@ OPF_ROW_KERNEL(layer_norm_grad_grad, (dy, x, mean, rstd, w, dmean, drstd, ddx),
                })
 
 /* The gradients of layer_norm_grad's dw and db (cotangents ddw, ddb; absent:
- * zero) with respect to dy, x, mean and rstd. With xh = (x - mean) r and
- * H = ddw dy: gdy = ddw xh + ddb, gx = r H, gmean = -r sum(H),
- * grstd = <H, x - mean>. */
-OPF_ROW_KERNEL(layer_norm_grad_grad_affine, (dy, x, mean, rstd, ddw, ddb), (gdy, gx, gmean, grstd), {
+ * zero) with respect to x, mean, rstd and dy. With xh = (x - mean) r and
+ * H = ddw dy: gx = r H, gmean = -r sum(H), grstd = <H, x - mean>,
+ * gdy = ddw xh + ddb (with ddw = w', ddb = b': layer_norm's tangent y' from
+ * w' and b'). */
+OPF_ROW_KERNEL(layer_norm_grad_grad_affine, (x, mean, rstd, dy, ddw, ddb), (gx, gmean, grstd, gdy), {
     const double mu = mean[0], r = rstd[0];
     double sh = 0, shx = 0;
     for (int64_t i = 0; i < n; i++) {
-        const double xc = NORMS_AT(x, i) - mu, h = NORMS_OR(ddw, i, 0) * NORMS_AT(dy, i);
+        const double xc = NORMS_AT(x, i) - mu, h = NORMS_OR(ddw, i, 0) * NORMS_OR(dy, i, 0);
         sh += h;
         shx += h * xc;
         if (gdy != NULL) {
@@ -440,13 +492,77 @@ OPF_ROW_KERNEL(layer_norm_grad_grad_affine, (dy, x, mean, rstd, ddw, ddb), (gdy,
     }
 })
 
+/* The derivative of layer_norm_grad's dx and dw along tangents xt of x and
+ * wt of w (absent: zero); layer_norm_grad_jvp_stats does mean and rstd, and
+ * layer_norm_grad itself dy, dmean and drstd (in which it is linear). With
+ * xc = x - mean and g = dy w, layer_norm_grad's
+ *   dx = r g - r sum(g) / M - r^3 xc (<g, xc> + drstd) / M + dmean / M, so
+ *   dxt = -r^3 (xt (<g, xc> + drstd) + xc <g, xt>) / M
+ *         + r g' - r sum(g') / M - r^3 xc <g', xc> / M        (g' = dy wt)
+ *   dwt = sum over rows of dy xt r */
+OPF_ROW_KERNEL(layer_norm_grad_jvp, (x, mean, rstd, dy, w, drstd, xt, wt), (dxt, dwt), {
+    const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, r3 = r * r * r / m;
+    double t = NORMS_OR(drstd, 0, 0), gxt = 0, sgt = 0, gtxc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1),
+                     gt = dyi * NORMS_OR(wt, i, 0);
+        t += g * xc;
+        gxt += g * NORMS_OR(xt, i, 0);
+        sgt += gt;
+        gtxc += gt * xc;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dyi = NORMS_OR(dy, i, 0), xti = NORMS_OR(xt, i, 0),
+                     gt = dyi * NORMS_OR(wt, i, 0);
+        if (dxt != NULL) {
+            dxt[i] = (T)(-r3 * (xti * t + xc * gxt) + r * gt - r * sgt / m - r3 * xc * gtxc);
+        }
+        if (dwt != NULL) {
+            dwt[i] += (T)(dyi * xti * r);
+        }
+    }
+})
+
+/* The derivative of layer_norm_grad's dx and dw along tangents meant of mean
+ * and rstdt of rstd (absent: zero). With xc = x - mean, g = dy w,
+ * T = <g, xc> + drstd:
+ *   dxt = r^3 meant (T + xc sum(g)) / M + rstdt (g - sum(g) / M - 3 r^2 xc T / M)
+ *   dwt = sum over rows of dy (xc rstdt - r meant) */
+OPF_ROW_KERNEL(layer_norm_grad_jvp_stats, (x, mean, rstd, dy, w, drstd, meant, rstdt), (dxt, dwt), {
+    const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, r3 = r * r * r / m;
+    const double mt = NORMS_OR(meant, 0, 0), rt = NORMS_OR(rstdt, 0, 0);
+    double t = NORMS_OR(drstd, 0, 0), sg = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double g = NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1);
+        t += g * (NORMS_AT(x, i) - mu);
+        sg += g;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1);
+        if (dxt != NULL) {
+            dxt[i] = (T)(r3 * mt * (t + xc * sg) + rt * (g - sg / m - 3 * r * r * xc * t / m));
+        }
+        if (dwt != NULL) {
+            dwt[i] += (T)(dyi * (xc * rt - r * mt));
+        }
+    }
+})
+
 /* --- declarations ------------------------------------------------------------------------------------------------- */
+
+/* Each forward op R has a gradient row G (R.grad), whose own gradient row GG
+ * (G.grad) also gives the terms of R's and G's tangent rules that G cannot:
+ * R.jvp and G.jvp name G, GG and (rms_norm, layer_norm) rows of G's
+ * derivative along its non-linear inputs. That closes second order in both
+ * modes; GG and the *_jvp rows declare no rules (third order is an error
+ * naming them). */
 
 const opf_op_decl opf_decl_softmax = {
     "softmax(x[..., M]) -> y[..., M]",
     .doc = "Softmax over the last axis: y = exp(x - max) / sum(exp(x - max)) per row. A row holding +inf or NaN, "
            "or only -inf, gives NaN throughout (as torch.softmax).",
     .grad = "dx = softmax_grad(dy, y)",
+    .jvp = "y' = softmax_grad(x', y)", /* the Jacobian diag(y) - y y^T is symmetric */
     .arg_docs = "x: input [..., M], rows along the last axis; y: the softmax of each row, the shape of x",
     .row = &softmax,
 };
@@ -454,17 +570,19 @@ const opf_op_decl opf_decl_softmax = {
 const opf_op_decl opf_decl_softmax_grad = {
     "softmax_grad(dy[..., M], y[..., M]) -> dx[..., M]",
     .doc = "Gradient of softmax: dx = y * (dy - sum(dy * y)) per row.",
-    .grad = "ddy, dy = softmax_grad_grad(ddx, dy, y)",
+    .grad = "ddy, dy, _ = softmax_grad_grad(ddx, dy, y)",
+    .jvp = "dx' = softmax_grad(dy', y); _, _, dx' = softmax_grad_grad(y', dy, y)",
     .arg_docs = "dy: gradient of softmax's output; y: softmax's output; dx: gradient of softmax's input",
     .row = &softmax_grad,
 };
 
 const opf_op_decl opf_decl_softmax_grad_grad = {
-    "softmax_grad_grad(ddx[..., M], dy[..., M], y[..., M]) -> (gdy[..., M]?, gy[..., M]?)",
-    .doc = "Gradients of softmax_grad: with ddx the gradient flowing into its dx, gdy = softmax_grad(ddx, y) and "
-           "gy = ddx * (dy - sum(dy * y)) - dy * sum(ddx * y) per row.",
-    .arg_docs = "ddx: gradient of softmax_grad's dx; dy: softmax_grad's dy; y: softmax_grad's y; gdy: gradient of dy; "
-                "gy: gradient of y",
+    "softmax_grad_grad(ddx[..., M], dy[..., M], y[..., M]) -> (gdy[..., M]?, gy[..., M]?, jy[..., M]?)",
+    .doc = "Second derivatives of softmax_grad: with ddx the gradient flowing into its dx, gdy = softmax_grad(ddx, y) "
+           "and gy = ddx * (dy - sum(dy * y)) - dy * sum(ddx * y) per row (its gradients); jy = ddx * (dy - sum(dy * "
+           "y)) - y * sum(dy * ddx), the derivative of its dx along y in the direction ddx (its tangent rule).",
+    .arg_docs = "ddx: gradient of softmax_grad's dx (or tangent of its y, for jy); dy: softmax_grad's dy; y: "
+                "softmax_grad's y; gdy: gradient of dy; gy: gradient of y; jy: tangent of dx from y's",
     .row = &softmax_grad_grad,
 };
 
@@ -473,6 +591,7 @@ const opf_op_decl opf_decl_log_softmax = {
     .doc = "Log-softmax over the last axis: y = (x - max) - log(sum(exp(x - max))) per row. A row holding +inf or "
            "NaN, or only -inf, gives NaN throughout (as torch.log_softmax).",
     .grad = "dx = log_softmax_grad(dy, y)",
+    .jvp = "y', _ = log_softmax_grad_grad(x', y, _)", /* y' = x' - sum(exp(y) x') */
     .arg_docs = "x: input [..., M], rows along the last axis; y: the log-softmax of each row, the shape of x",
     .row = &log_softmax,
 };
@@ -480,17 +599,19 @@ const opf_op_decl opf_decl_log_softmax = {
 const opf_op_decl opf_decl_log_softmax_grad = {
     "log_softmax_grad(dy[..., M], y[..., M]) -> dx[..., M]",
     .doc = "Gradient of log_softmax: dx = dy - exp(y) * sum(dy) per row.",
-    .grad = "ddy, dy = log_softmax_grad_grad(ddx, dy, y)",
+    .grad = "ddy, dy = log_softmax_grad_grad(ddx, y, dy)",
+    .jvp = "dx' = log_softmax_grad(dy', y); _, dx' = log_softmax_grad_grad(y', y, dy)",
     .arg_docs = "dy: gradient of log_softmax's output; y: log_softmax's output; dx: gradient of log_softmax's input",
     .row = &log_softmax_grad,
 };
 
 const opf_op_decl opf_decl_log_softmax_grad_grad = {
-    "log_softmax_grad_grad(ddx[..., M], dy[..., M], y[..., M]) -> (gdy[..., M]?, gy[..., M]?)",
-    .doc = "Gradients of log_softmax_grad: with ddx the gradient flowing into its dx and p = exp(y), "
-           "gdy = ddx - sum(ddx * p) and gy = -ddx * p * sum(dy) per row.",
-    .arg_docs = "ddx: gradient of log_softmax_grad's dx; dy: log_softmax_grad's dy; y: log_softmax_grad's y; "
-                "gdy: gradient of dy; gy: gradient of y",
+    "log_softmax_grad_grad(ddx[..., M], y[..., M], dy[..., M]?) -> (gdy[..., M]?, gy[..., M]?)",
+    .doc = "Second derivatives of log_softmax_grad: with ddx the gradient flowing into its dx and p = exp(y), "
+           "gdy = ddx - sum(ddx * p) (also log_softmax's Jacobian applied to ddx) and gy = -ddx * p * sum(dy) per "
+           "row (zero without dy).",
+    .arg_docs = "ddx: gradient of log_softmax_grad's dx (or a tangent); y: log_softmax_grad's y; dy: "
+                "log_softmax_grad's dy, optional; gdy: gradient of dy; gy: gradient of y",
     .row = &log_softmax_grad_grad,
 };
 
@@ -499,7 +620,8 @@ const opf_op_decl opf_decl_rms_norm = {
     .doc = "RMS normalization over the last axis (torch.nn.functional.rms_norm): y = x * rstd * w with "
            "rstd = 1 / sqrt(mean(x^2) + eps) per row. A negative eps (the default) means the machine epsilon of "
            "x's dtype, as torch's eps=None.",
-    .grad = "dx, dw = rms_norm_grad(dy, x, rstd, w, drstd)",
+    .grad = "dx, dw = rms_norm_grad(x, rstd, dy, w, drstd)",
+    .jvp = "_, _, y', _, rstd' = rms_norm_grad_grad(x, rstd, _, w, _, x', w')",
     .arg_docs = "x: input [..., M], rows along the last axis; w: weight [M], optional (absent: ones); eps: added to "
                 "the mean square (negative: the dtype's machine epsilon); y: the normalized rows, the shape of x; "
                 "rstd: 1 / sqrt(mean(x^2) + eps) of each row [...]",
@@ -507,26 +629,42 @@ const opf_op_decl opf_decl_rms_norm = {
 };
 
 const opf_op_decl opf_decl_rms_norm_grad = {
-    "rms_norm_grad(dy[..., M], x[..., M], rstd[...], w[M]?, drstd[...]?) -> (dx[..., M]?, dw[M]?)",
+    "rms_norm_grad(x[..., M], rstd[...], dy[..., M]?, w[M]?, drstd[...]?) -> (dx[..., M]?, dw[M]?)",
     .doc = "Gradients of rms_norm: with g = dy * w, dx = rstd * g - x * rstd^3 / M * (sum(g * x) + drstd) per row "
-           "and dw = the sum over rows of dy * x * rstd. drstd, the gradient flowing into rms_norm's rstd, is "
-           "optional (absent: zero).",
-    .grad = "ddy, dx, drstd, dw, ddrstd = rms_norm_grad_grad(dy, x, rstd, w, drstd, ddx, ddw)",
-    .arg_docs = "dy: gradient of rms_norm's y; x: rms_norm's input; w: rms_norm's weight, optional; rstd: rms_norm's "
-                "rstd; drstd: gradient of rms_norm's rstd, optional; dx: gradient of x; dw: gradient of w [M]",
+           "and dw = the sum over rows of dy * x * rstd. dy and drstd, the gradients flowing into rms_norm's y and "
+           "rstd, are optional (absent: zero).",
+    .grad = "dx, drstd, ddy, dw, ddrstd = rms_norm_grad_grad(x, rstd, dy, w, drstd, ddx, ddw)",
+    .jvp = "dx', dw' = rms_norm_grad(x, rstd, dy', w, drstd'); dx', dw' = rms_norm_grad_jvp(x, rstd, dy, w, drstd, x', "
+           "rstd', w')",
+    .arg_docs = "x: rms_norm's input; rstd: rms_norm's rstd; dy: gradient of rms_norm's y, optional; w: rms_norm's "
+                "weight, optional; drstd: gradient of rms_norm's rstd, optional; dx: gradient of x; dw: gradient of "
+                "w [M]",
     .row = &rms_norm_grad,
 };
 
 const opf_op_decl opf_decl_rms_norm_grad_grad = {
-    "rms_norm_grad_grad(dy[..., M], x[..., M], rstd[...], w[M]?, drstd[...]?, ddx[..., M]?, ddw[M]?) -> "
-    "(gdy[..., M]?, gx[..., M]?, grstd[...]?, gw[M]?, gdrstd[...]?)",
+    "rms_norm_grad_grad(x[..., M], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, ddx[..., M]?, ddw[M]?) -> "
+    "(gx[..., M]?, grstd[...]?, gdy[..., M]?, gw[M]?, gdrstd[...]?)",
     .doc = "Gradients of rms_norm_grad with respect to each of its inputs, from the gradients ddx and ddw flowing "
-           "into its outputs (absent: zero).",
-    .arg_docs = "dy: rms_norm_grad's dy; x: rms_norm_grad's x; w: rms_norm_grad's w, optional; rstd: rms_norm_grad's "
-                "rstd; drstd: rms_norm_grad's drstd, optional; ddx: gradient of rms_norm_grad's dx; ddw: gradient of "
-                "rms_norm_grad's dw; gdy: gradient of dy; gx: gradient of x; gw: gradient of w; grstd: gradient of "
-                "rstd; gdrstd: gradient of drstd",
+           "into its outputs (absent: zero). gdy and gdrstd do not involve dy: with ddx = x' and ddw = w' they are "
+           "rms_norm's tangents y' and rstd'.",
+    .arg_docs = "x: rms_norm_grad's x; rstd: rms_norm_grad's rstd; dy: rms_norm_grad's dy, optional; w: "
+                "rms_norm_grad's w, optional; drstd: rms_norm_grad's drstd, optional; ddx: gradient of rms_norm_grad's "
+                "dx; ddw: gradient of rms_norm_grad's dw; gx: gradient of x; grstd: gradient of rstd; gdy: gradient "
+                "of dy; gw: gradient of w; gdrstd: gradient of drstd",
     .row = &rms_norm_grad_grad,
+};
+
+const opf_op_decl opf_decl_rms_norm_grad_jvp = {
+    "rms_norm_grad_jvp(x[..., M], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, xt[..., M]?, rstdt[...]?, wt[M]?) -> "
+    "(dxt[..., M]?, dwt[M]?)",
+    .doc = "The derivative of rms_norm_grad's dx and dw along tangents xt, rstdt and wt of x, rstd and w (absent: "
+           "zero): the part of rms_norm_grad's tangent rule that rms_norm_grad itself (linear in dy and drstd) "
+           "does not give.",
+    .arg_docs = "x: rms_norm_grad's x; rstd: rms_norm_grad's rstd; dy: rms_norm_grad's dy, optional; w: "
+                "rms_norm_grad's w, optional; drstd: rms_norm_grad's drstd, optional; xt: tangent of x; rstdt: tangent "
+                "of rstd; wt: tangent of w; dxt: tangent of dx; dwt: tangent of dw",
+    .row = &rms_norm_grad_jvp,
 };
 
 const opf_op_decl opf_decl_layer_norm = {
@@ -534,7 +672,9 @@ const opf_op_decl opf_decl_layer_norm = {
     .doc = "Layer normalization over the last axis (torch.nn.functional.layer_norm): y = (x - mean) * rstd * w + b "
            "with the row's mean and rstd = 1 / sqrt(var + eps), var the biased variance. mean and rstd are returned "
            "for the gradient, as torch.native_layer_norm does.",
-    .grad = "dx, dw, db = layer_norm_grad(dy, x, mean, rstd, w, dmean, drstd)",
+    .grad = "dx, dw, db = layer_norm_grad(x, mean, rstd, dy, w, dmean, drstd)",
+    .jvp = "_, _, _, y', _, mean', rstd' = layer_norm_grad_grad(x, mean, rstd, _, w, _, _, x'); "
+           "_, _, _, y' = layer_norm_grad_grad_affine(x, mean, rstd, _, w', b')",
     .arg_docs = "x: input [..., M], rows along the last axis; w: weight [M], optional (absent: ones); b: bias [M], "
                 "optional (absent: zeros); eps: added to the variance; y: the normalized rows, the shape of x; "
                 "mean: the mean of each row [...]; rstd: 1 / sqrt(var + eps) of each row [...]",
@@ -542,43 +682,72 @@ const opf_op_decl opf_decl_layer_norm = {
 };
 
 const opf_op_decl opf_decl_layer_norm_grad = {
-    "layer_norm_grad(dy[..., M], x[..., M], mean[...], rstd[...], w[M]?, dmean[...]?, drstd[...]?) -> "
+    "layer_norm_grad(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, dmean[...]?, drstd[...]?) -> "
     "(dx[..., M]?, dw[M]?, db[M]?)",
     .doc = "Gradients of layer_norm: with xh = (x - mean) * rstd and g = dy * w, dx = rstd * (g - mean(g) - "
            "xh * mean(g * xh)) + dmean / M - drstd * rstd^2 * xh / M per row, dw = the sum over rows of dy * xh and "
-           "db = the sum over rows of dy. dmean and drstd, the gradients flowing into layer_norm's mean and rstd, "
-           "are optional (absent: zero).",
+           "db = the sum over rows of dy. dy, dmean and drstd, the gradients flowing into layer_norm's y, mean and "
+           "rstd, are optional (absent: zero).",
     .grad =
-        "ddy, dx, dmean, drstd, dw, ddmean, ddrstd = layer_norm_grad_grad(dy, x, mean, rstd, w, dmean, drstd, ddx); "
-        "ddy, dx, dmean, drstd = layer_norm_grad_grad_affine(dy, x, mean, rstd, ddw, ddb)",
-    .arg_docs = "dy: gradient of layer_norm's y; x: layer_norm's input; w: layer_norm's weight, optional; mean: "
-                "layer_norm's mean; rstd: layer_norm's rstd; dmean: gradient of layer_norm's mean, optional; drstd: "
-                "gradient of layer_norm's rstd, optional; dx: gradient of x; dw: gradient of w [M]; db: gradient of "
-                "b [M]",
+        "dx, dmean, drstd, ddy, dw, ddmean, ddrstd = layer_norm_grad_grad(x, mean, rstd, dy, w, dmean, drstd, ddx); "
+        "dx, dmean, drstd, ddy = layer_norm_grad_grad_affine(x, mean, rstd, dy, ddw, ddb)",
+    .jvp = "dx', dw', db' = layer_norm_grad(x, mean, rstd, dy', w, dmean', drstd'); "
+           "dx', dw' = layer_norm_grad_jvp(x, mean, rstd, dy, w, drstd, x', w'); "
+           "dx', dw' = layer_norm_grad_jvp_stats(x, mean, rstd, dy, w, drstd, mean', rstd')",
+    .arg_docs = "x: layer_norm's input; mean: layer_norm's mean; rstd: layer_norm's rstd; dy: gradient of "
+                "layer_norm's y, optional; w: layer_norm's weight, optional; dmean: gradient of layer_norm's mean, "
+                "optional; drstd: gradient of layer_norm's rstd, optional; dx: gradient of x; dw: gradient of w [M]; "
+                "db: gradient of b [M]",
     .row = &layer_norm_grad,
 };
 
 const opf_op_decl opf_decl_layer_norm_grad_grad = {
-    "layer_norm_grad_grad(dy[..., M], x[..., M], mean[...], rstd[...], w[M]?, dmean[...]?, drstd[...]?, "
-    "ddx[..., M]?) -> (gdy[..., M]?, gx[..., M]?, gmean[...]?, grstd[...]?, gw[M]?, gdmean[...]?, gdrstd[...]?)",
+    "layer_norm_grad_grad(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, dmean[...]?, drstd[...]?, "
+    "ddx[..., M]?) -> (gx[..., M]?, gmean[...]?, grstd[...]?, gdy[..., M]?, gw[M]?, gdmean[...]?, gdrstd[...]?)",
     .doc = "Gradients of layer_norm_grad's dx with respect to each of its inputs, from the gradient ddx flowing into "
-           "dx (absent: zero); layer_norm_grad_grad_affine gives those of dw and db.",
-    .arg_docs = "dy: layer_norm_grad's dy; x: layer_norm_grad's x; w: layer_norm_grad's w, optional; mean: "
-                "layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dmean: layer_norm_grad's dmean, optional; "
-                "drstd: layer_norm_grad's drstd, optional; ddx: gradient of layer_norm_grad's dx; gdy: gradient of "
-                "dy; gx: gradient of x; gw: gradient of w; gmean: gradient of mean; grstd: gradient of rstd; gdmean: "
-                "gradient of dmean; gdrstd: gradient of drstd",
+           "dx (absent: zero); layer_norm_grad_grad_affine gives those of dw and db. gdy, gdmean and gdrstd do not "
+           "involve dy: with ddx = x' they are layer_norm's tangents y' (its part from x'), mean' and rstd'.",
+    .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
+                "layer_norm_grad's dy, optional; w: layer_norm_grad's w, optional; dmean: layer_norm_grad's dmean, "
+                "optional; drstd: layer_norm_grad's drstd, optional; ddx: gradient of layer_norm_grad's dx; gx: "
+                "gradient of x; gmean: gradient of mean; grstd: gradient of rstd; gdy: gradient of dy; gw: gradient "
+                "of w; gdmean: gradient of dmean; gdrstd: gradient of drstd",
     .row = &layer_norm_grad_grad,
 };
 
 const opf_op_decl opf_decl_layer_norm_grad_grad_affine = {
-    "layer_norm_grad_grad_affine(dy[..., M], x[..., M], mean[...], rstd[...], ddw[M]?, ddb[M]?) -> "
-    "(gdy[..., M]?, gx[..., M]?, gmean[...]?, grstd[...]?)",
-    .doc = "Gradients of layer_norm_grad's dw and db with respect to dy, x, mean and rstd, from the gradients ddw "
-           "and ddb flowing into them (absent: zero): gdy = ddw * xh + ddb, gx = rstd * ddw * dy, "
-           "gmean = -rstd * sum(ddw * dy), grstd = sum(ddw * dy * (x - mean)) per row.",
-    .arg_docs = "dy: layer_norm_grad's dy; x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: "
-                "layer_norm_grad's rstd; ddw: gradient of layer_norm_grad's dw; ddb: gradient of layer_norm_grad's "
-                "db; gdy: gradient of dy; gx: gradient of x; gmean: gradient of mean; grstd: gradient of rstd",
+    "layer_norm_grad_grad_affine(x[..., M], mean[...], rstd[...], dy[..., M]?, ddw[M]?, ddb[M]?) -> "
+    "(gx[..., M]?, gmean[...]?, grstd[...]?, gdy[..., M]?)",
+    .doc = "Gradients of layer_norm_grad's dw and db with respect to x, mean, rstd and dy, from the gradients ddw "
+           "and ddb flowing into them (absent: zero): with xh = (x - mean) * rstd, gx = rstd * ddw * dy, "
+           "gmean = -rstd * sum(ddw * dy), grstd = sum(ddw * dy * (x - mean)) per row, gdy = ddw * xh + ddb (with "
+           "ddw = w', ddb = b': layer_norm's tangent y' from w' and b').",
+    .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
+                "layer_norm_grad's dy, optional; ddw: gradient of layer_norm_grad's dw; ddb: gradient of "
+                "layer_norm_grad's db; gx: gradient of x; gmean: gradient of mean; grstd: gradient of rstd; gdy: "
+                "gradient of dy",
     .row = &layer_norm_grad_grad_affine,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_jvp = {
+    "layer_norm_grad_jvp(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, xt[..., M]?, wt[M]?) -> "
+    "(dxt[..., M]?, dwt[M]?)",
+    .doc = "The derivative of layer_norm_grad's dx and dw along tangents xt of x and wt of w (absent: zero); "
+           "layer_norm_grad_jvp_stats gives those along mean's and rstd's, and layer_norm_grad itself (linear in "
+           "dy, dmean and drstd) the rest of its tangent rule.",
+    .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
+                "layer_norm_grad's dy, optional; w: layer_norm_grad's w, optional; drstd: layer_norm_grad's drstd, "
+                "optional; xt: tangent of x; wt: tangent of w; dxt: tangent of dx; dwt: tangent of dw",
+    .row = &layer_norm_grad_jvp,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_jvp_stats = {
+    "layer_norm_grad_jvp_stats(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, meant[...]?, "
+    "rstdt[...]?) -> (dxt[..., M]?, dwt[M]?)",
+    .doc = "The derivative of layer_norm_grad's dx and dw along tangents meant of mean and rstdt of rstd (absent: "
+           "zero).",
+    .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
+                "layer_norm_grad's dy, optional; w: layer_norm_grad's w, optional; drstd: layer_norm_grad's drstd, "
+                "optional; meant: tangent of mean; rstdt: tangent of rstd; dxt: tangent of dx; dwt: tangent of dw",
+    .row = &layer_norm_grad_jvp_stats,
 };

@@ -238,9 +238,9 @@ TEST(test_norm_grads) {
             for (int s = 0; s < NUM_SHAPES; s++) {
                 const int32_t nd = ranks[s];
                 const size_t m = row_len(nd, shapes[s]);
-                for (int opt = 0; opt < 32; opt++) { /* bits: w, dmean, drstd, skip dx, skip dw/db */
+                for (int opt = 0; opt < 64; opt++) { /* bits: w, dmean, drstd, skip dx, skip dw/db, no dy */
                     const int has_w = opt & 1, has_dm = (opt >> 1) & 1, has_dr = (opt >> 2) & 1;
-                    const int skip_dx = (opt >> 3) & 1, skip_wb = (opt >> 4) & 1;
+                    const int skip_dx = (opt >> 3) & 1, skip_wb = (opt >> 4) & 1, no_dy = (opt >> 5) & 1;
                     if (which && has_dm) {
                         continue;
                     }
@@ -264,6 +264,11 @@ TEST(test_norm_grads) {
                     tv_fill(&dmean, &r, 0, NULL);
                     tv_fill(&drstd, &r, 0, NULL);
                     const double eps = 1e-3;
+                    if (no_dy) { /* dy absent: zero */
+                        double *zeros = xcalloc(dy.numel + 1, sizeof(double));
+                        set_values(&dy, zeros);
+                        free(zeros);
+                    }
                     double *xv = values(&x), *wv = values(&w), *dyv = values(&dy), *dmv = values(&dmean),
                            *drv = values(&drstd);
                     /* mean and rstd: the forward reference's, in the dtype */
@@ -283,10 +288,12 @@ TEST(test_norm_grads) {
                     const opf_tensor *tw = has_w ? &w.t : NULL, *tdm = has_dm ? &dmean.t : NULL,
                                      *tdr = has_dr ? &drstd.t : NULL, *tdx = skip_dx ? NULL : &dx.t,
                                      *tdw = skip_wb ? NULL : &dw.t, *tdb = skip_wb ? NULL : &db.t;
-                    opf_status st = which ? run(op, (const opf_tensor *[]){&dy.t, &x.t, &rstd.t, tw, tdr},
-                                                (const opf_tensor *[]){tdx, tdw}, NULL)
-                                          : run(op, (const opf_tensor *[]){&dy.t, &x.t, &mean.t, &rstd.t, tw, tdm, tdr},
-                                                (const opf_tensor *[]){tdx, tdw, tdb}, NULL);
+                    opf_status st =
+                        which ? run(op, (const opf_tensor *[]){&x.t, &rstd.t, no_dy ? NULL : &dy.t, tw, tdr},
+                                    (const opf_tensor *[]){tdx, tdw}, NULL)
+                              : run(op,
+                                    (const opf_tensor *[]){&x.t, &mean.t, &rstd.t, no_dy ? NULL : &dy.t, tw, tdm, tdr},
+                                    (const opf_tensor *[]){tdx, tdw, tdb}, NULL);
                     char ctx[200];
                     snprintf(ctx, sizeof ctx, "%s %s shape %d opt %d", which ? "rms_norm_grad" : "layer_norm_grad",
                              opf_dtype_name(dtype), s, opt);
@@ -334,11 +341,11 @@ TEST(test_norm_grads) {
     }
 }
 
-/* --- second-order rows: central differences of the first-order rows' formulas ---------------------------------- */
+/* --- second-order and tangent rows: central differences of the first-order rows' formulas ------------------- */
 
 /* The first-order rows as their docs state them, with every input independent
- * (mean and rstd given, not recomputed), for R rows of M: the scalar
- * L = <ddx, dx> + <ddw, dw> + <ddb, db> of given cotangents. */
+ * (mean and rstd given, not recomputed), for R2 rows of M2: dx [R2 * M2],
+ * dw and db [M2] (summed over rows). */
 enum { R2 = 3, M2 = 5 };
 typedef struct second_order {
     int op; /* 0 softmax_grad, 1 log_softmax_grad, 2 rms_norm_grad, 3 layer_norm_grad */
@@ -346,10 +353,11 @@ typedef struct second_order {
     double ddx[R2 * M2], ddw[M2], ddb[M2];
 } second_order;
 
-static double first_order_loss(const second_order *p) {
-    double loss = 0;
+static void first_order(const second_order *p, double *dxs, double *dws, double *dbs) {
+    memset(dws, 0, M2 * sizeof(double));
+    memset(dbs, 0, M2 * sizeof(double));
     for (int i = 0; i < R2; i++) {
-        const double *dy = p->dy + i * M2, *x = p->x + i * M2, *y = p->y + i * M2, *ddx = p->ddx + i * M2;
+        const double *dy = p->dy + i * M2, *x = p->x + i * M2, *y = p->y + i * M2;
         double sg = 0, sgx = 0, sdy = 0, sdyy = 0;
         for (int j = 0; j < M2; j++) {
             const double g = dy[j] * p->w[j];
@@ -364,18 +372,29 @@ static double first_order_loss(const second_order *p) {
             switch (p->op) {
             case 0: dx = y[j] * (dy[j] - sdyy); break;
             case 1: dx = dy[j] - exp(y[j]) * sdy; break;
-            case 2: dx = r * g - x[j] * r * r * r / M2 * (sgx + p->drstd[i]); break;
+            case 2:
+                dx = r * g - x[j] * r * r * r / M2 * (sgx + p->drstd[i]);
+                dws[j] += dy[j] * x[j] * r;
+                break;
             default:
                 dx = r * (g - sg / M2 - xh * sgx / M2) + p->dmean[i] / M2 - p->drstd[i] * r * r * xh / M2;
-                loss += p->ddb[j] * dy[j];
+                dws[j] += dy[j] * xh;
+                dbs[j] += dy[j];
             }
-            loss += ddx[j] * dx;
-            if (p->op == 2) {
-                loss += p->ddw[j] * dy[j] * x[j] * r;
-            } else if (p->op == 3) {
-                loss += p->ddw[j] * dy[j] * xh;
-            }
+            dxs[i * M2 + j] = dx;
         }
+    }
+}
+
+/* L = <ddx, dx> + <ddw, dw> + <ddb, db>. */
+static double first_order_loss(const second_order *p) {
+    double dx[R2 * M2], dw[M2], db[M2], loss = 0;
+    first_order(p, dx, dw, db);
+    for (int i = 0; i < R2 * M2; i++) {
+        loss += p->ddx[i] * dx[i];
+    }
+    for (int j = 0; j < M2; j++) {
+        loss += p->ddw[j] * dw[j] + p->ddb[j] * db[j];
     }
     return loss;
 }
@@ -401,52 +420,98 @@ static void check_fd(second_order *p, double *v, int n, const double *got, const
     }
 }
 
+/* The tangents of dx, dw, db when every input moves along t (a second_order
+ * holding the tangents), by central differences. */
+static void central_tangent(const second_order *p, const second_order *t, double *dx, double *dw, double *db) {
+    const double h = 1e-5;
+    second_order up = *p, down = *p;
+    double *ups[8] = {up.dy, up.x, up.y, up.w, up.mean, up.rstd, up.dmean, up.drstd};
+    double *downs[8] = {down.dy, down.x, down.y, down.w, down.mean, down.rstd, down.dmean, down.drstd};
+    const double *ts[8] = {t->dy, t->x, t->y, t->w, t->mean, t->rstd, t->dmean, t->drstd};
+    const int sizes[8] = {R2 * M2, R2 * M2, R2 * M2, M2, R2, R2, R2, R2};
+    for (int k = 0; k < 8; k++) {
+        for (int i = 0; i < sizes[k]; i++) {
+            ups[k][i] += h * ts[k][i];
+            downs[k][i] -= h * ts[k][i];
+        }
+    }
+    double dx1[R2 * M2], dw1[M2], db1[M2], dx0[R2 * M2], dw0[M2], db0[M2];
+    first_order(&up, dx1, dw1, db1);
+    first_order(&down, dx0, dw0, db0);
+    for (int i = 0; i < R2 * M2; i++) {
+        dx[i] = (dx1[i] - dx0[i]) / (2 * h);
+    }
+    for (int j = 0; j < M2; j++) {
+        dw[j] = (dw1[j] - dw0[j]) / (2 * h);
+        db[j] = (db1[j] - db0[j]) / (2 * h);
+    }
+}
+
+static void fill_case(second_order *p, rng *r, int op) {
+    memset(p, 0, sizeof *p);
+    p->op = op;
+    fill_uniform_f64(r, p->dy, R2 * M2, -1, 1);
+    fill_uniform_f64(r, p->x, R2 * M2, -2, 2);
+    fill_uniform_f64(r, p->y, R2 * M2, 0.05, 0.5);
+    fill_uniform_f64(r, p->w, M2, 0.5, 1.5);
+    fill_uniform_f64(r, p->mean, R2, -0.5, 0.5);
+    fill_uniform_f64(r, p->rstd, R2, 0.5, 2);
+    fill_uniform_f64(r, p->dmean, R2, -1, 1);
+    fill_uniform_f64(r, p->drstd, R2, -1, 1);
+    fill_uniform_f64(r, p->ddx, R2 * M2, -1, 1);
+    fill_uniform_f64(r, p->ddw, M2, -1, 1);
+    fill_uniform_f64(r, p->ddb, M2, -1, 1);
+    if (op == 1) {
+        for (int i = 0; i < R2 * M2; i++) {
+            p->y[i] = log(p->y[i]);
+        }
+    }
+}
+
+/* Tensors over the arrays of a second_order. */
+typedef struct so_tensors {
+    opf_tensor dy, x, y, w, mean, rstd, dmean, drstd, ddx, ddw, ddb;
+} so_tensors;
+
+static int64_t so_s2[2] = {R2, M2}, so_s1[1] = {R2}, so_sm[1] = {M2};
+
+static so_tensors so_make(second_order *p) {
+    return (so_tensors){opf_tensor_make(p->dy, OPF_F64, 2, so_s2),    opf_tensor_make(p->x, OPF_F64, 2, so_s2),
+                        opf_tensor_make(p->y, OPF_F64, 2, so_s2),     opf_tensor_make(p->w, OPF_F64, 1, so_sm),
+                        opf_tensor_make(p->mean, OPF_F64, 1, so_s1),  opf_tensor_make(p->rstd, OPF_F64, 1, so_s1),
+                        opf_tensor_make(p->dmean, OPF_F64, 1, so_s1), opf_tensor_make(p->drstd, OPF_F64, 1, so_s1),
+                        opf_tensor_make(p->ddx, OPF_F64, 2, so_s2),   opf_tensor_make(p->ddw, OPF_F64, 1, so_sm),
+                        opf_tensor_make(p->ddb, OPF_F64, 1, so_sm)};
+}
+
 TEST(test_second_order) {
     rng r = rng_seed(25);
-    int64_t s2[2] = {R2, M2}, s1[1] = {R2}, sm[1] = {M2};
     for (int op = 0; op < 4; op++) {
         for (int affine = 0; affine < (op == 3 ? 2 : 1); affine++) {
-            second_order p = {.op = op};
-            fill_uniform_f64(&r, p.dy, R2 * M2, -1, 1);
-            fill_uniform_f64(&r, p.x, R2 * M2, -2, 2);
-            fill_uniform_f64(&r, p.y, R2 * M2, 0.05, 0.5);
-            fill_uniform_f64(&r, p.w, M2, 0.5, 1.5);
-            fill_uniform_f64(&r, p.mean, R2, -0.5, 0.5);
-            fill_uniform_f64(&r, p.rstd, R2, 0.5, 2);
-            fill_uniform_f64(&r, p.dmean, R2, -1, 1);
-            fill_uniform_f64(&r, p.drstd, R2, -1, 1);
-            fill_uniform_f64(&r, p.ddx, R2 * M2, -1, 1);
-            fill_uniform_f64(&r, p.ddw, M2, -1, 1);
-            fill_uniform_f64(&r, p.ddb, M2, -1, 1);
-            if (op == 1) {
-                for (int i = 0; i < R2 * M2; i++) {
-                    p.y[i] = log(p.y[i]);
-                }
-            }
-            opf_tensor dy = opf_tensor_make(p.dy, OPF_F64, 2, s2), x = opf_tensor_make(p.x, OPF_F64, 2, s2),
-                       y = opf_tensor_make(p.y, OPF_F64, 2, s2), w = opf_tensor_make(p.w, OPF_F64, 1, sm),
-                       mean = opf_tensor_make(p.mean, OPF_F64, 1, s1), rstd = opf_tensor_make(p.rstd, OPF_F64, 1, s1),
-                       dmean = opf_tensor_make(p.dmean, OPF_F64, 1, s1),
-                       drstd = opf_tensor_make(p.drstd, OPF_F64, 1, s1), ddx = opf_tensor_make(p.ddx, OPF_F64, 2, s2),
-                       ddw = opf_tensor_make(p.ddw, OPF_F64, 1, sm), ddb = opf_tensor_make(p.ddb, OPF_F64, 1, sm);
+            second_order p;
+            fill_case(&p, &r, op);
+            so_tensors t = so_make(&p);
             double gdy[R2 * M2], gx[R2 * M2], gw[M2], gmean[R2], grstd[R2], gdmean[R2], gdrstd[R2];
-            opf_tensor tgdy = opf_tensor_make(gdy, OPF_F64, 2, s2), tgx = opf_tensor_make(gx, OPF_F64, 2, s2),
-                       tgw = opf_tensor_make(gw, OPF_F64, 1, sm), tgmean = opf_tensor_make(gmean, OPF_F64, 1, s1),
-                       tgrstd = opf_tensor_make(grstd, OPF_F64, 1, s1),
-                       tgdmean = opf_tensor_make(gdmean, OPF_F64, 1, s1),
-                       tgdrstd = opf_tensor_make(gdrstd, OPF_F64, 1, s1);
-            opf_status st;
-            if (op < 2) {
-                /* the second-order row sees the cotangent of dx only */
-                st = run(row(op ? "log_softmax_grad_grad" : "softmax_grad_grad"), (const opf_tensor *[]){&ddx, &dy, &y},
+            opf_tensor tgdy = opf_tensor_make(gdy, OPF_F64, 2, so_s2), tgx = opf_tensor_make(gx, OPF_F64, 2, so_s2),
+                       tgw = opf_tensor_make(gw, OPF_F64, 1, so_sm), tgmean = opf_tensor_make(gmean, OPF_F64, 1, so_s1),
+                       tgrstd = opf_tensor_make(grstd, OPF_F64, 1, so_s1),
+                       tgdmean = opf_tensor_make(gdmean, OPF_F64, 1, so_s1),
+                       tgdrstd = opf_tensor_make(gdrstd, OPF_F64, 1, so_s1);
+            opf_status st = OPF_OK;
+            if (op == 0) { /* the second-order row sees the cotangent of dx only */
+                st = run(row("softmax_grad_grad"), (const opf_tensor *[]){&t.ddx, &t.dy, &t.y},
+                         (const opf_tensor *[]){&tgdy, &tgx, NULL}, NULL);
+            } else if (op == 1) {
+                st = run(row("log_softmax_grad_grad"), (const opf_tensor *[]){&t.ddx, &t.y, &t.dy},
                          (const opf_tensor *[]){&tgdy, &tgx}, NULL);
-                if (CHECK(st == OPF_OK, "%s", opf_last_error())) {
-                    check_fd(&p, p.dy, R2 * M2, gdy, "gdy");
-                    check_fd(&p, p.y, R2 * M2, gx, "gy");
-                }
+            }
+            if (op < 2 && CHECK(st == OPF_OK, "%s", opf_last_error())) {
+                check_fd(&p, p.dy, R2 * M2, gdy, "gdy");
+                check_fd(&p, p.y, R2 * M2, gx, "gy");
             } else if (op == 2) {
-                st = run(row("rms_norm_grad_grad"), (const opf_tensor *[]){&dy, &x, &rstd, &w, &drstd, &ddx, &ddw},
-                         (const opf_tensor *[]){&tgdy, &tgx, &tgrstd, &tgw, &tgdrstd}, NULL);
+                st = run(row("rms_norm_grad_grad"),
+                         (const opf_tensor *[]){&t.x, &t.rstd, &t.dy, &t.w, &t.drstd, &t.ddx, &t.ddw},
+                         (const opf_tensor *[]){&tgx, &tgrstd, &tgdy, &tgw, &tgdrstd}, NULL);
                 if (CHECK(st == OPF_OK, "%s", opf_last_error())) {
                     check_fd(&p, p.dy, R2 * M2, gdy, "gdy");
                     check_fd(&p, p.x, R2 * M2, gx, "gx");
@@ -454,12 +519,12 @@ TEST(test_second_order) {
                     check_fd(&p, p.rstd, R2, grstd, "grstd");
                     check_fd(&p, p.drstd, R2, gdrstd, "gdrstd");
                 }
-            } else if (!affine) { /* the part of ddx: ddw, ddb zero */
+            } else if (op == 3 && !affine) { /* the part of ddx: ddw, ddb zero */
                 memset(p.ddw, 0, sizeof p.ddw);
                 memset(p.ddb, 0, sizeof p.ddb);
                 st = run(row("layer_norm_grad_grad"),
-                         (const opf_tensor *[]){&dy, &x, &mean, &rstd, &w, &dmean, &drstd, &ddx},
-                         (const opf_tensor *[]){&tgdy, &tgx, &tgmean, &tgrstd, &tgw, &tgdmean, &tgdrstd}, NULL);
+                         (const opf_tensor *[]){&t.x, &t.mean, &t.rstd, &t.dy, &t.w, &t.dmean, &t.drstd, &t.ddx},
+                         (const opf_tensor *[]){&tgx, &tgmean, &tgrstd, &tgdy, &tgw, &tgdmean, &tgdrstd}, NULL);
                 if (CHECK(st == OPF_OK, "%s", opf_last_error())) {
                     check_fd(&p, p.dy, R2 * M2, gdy, "gdy");
                     check_fd(&p, p.x, R2 * M2, gx, "gx");
@@ -469,10 +534,11 @@ TEST(test_second_order) {
                     check_fd(&p, p.dmean, R2, gdmean, "gdmean");
                     check_fd(&p, p.drstd, R2, gdrstd, "gdrstd");
                 }
-            } else { /* the parts of ddw and ddb: ddx zero */
+            } else if (op == 3) { /* the parts of ddw and ddb: ddx zero */
                 memset(p.ddx, 0, sizeof p.ddx);
-                st = run(row("layer_norm_grad_grad_affine"), (const opf_tensor *[]){&dy, &x, &mean, &rstd, &ddw, &ddb},
-                         (const opf_tensor *[]){&tgdy, &tgx, &tgmean, &tgrstd}, NULL);
+                st = run(row("layer_norm_grad_grad_affine"),
+                         (const opf_tensor *[]){&t.x, &t.mean, &t.rstd, &t.dy, &t.ddw, &t.ddb},
+                         (const opf_tensor *[]){&tgx, &tgmean, &tgrstd, &tgdy}, NULL);
                 if (CHECK(st == OPF_OK, "%s", opf_last_error())) {
                     check_fd(&p, p.dy, R2 * M2, gdy, "gdy");
                     check_fd(&p, p.x, R2 * M2, gx, "gx");
@@ -488,10 +554,171 @@ TEST(test_second_order) {
     opf_tensor tdy = opf_tensor_make(dy, OPF_F64, 2, one_row), tx = opf_tensor_make(x, OPF_F64, 2, one_row),
                trs = opf_tensor_make(rs, OPF_F64, 1, one), tg = opf_tensor_make(g, OPF_F64, 2, one_row),
                tgr = opf_tensor_make(gr, OPF_F64, 1, one);
-    opf_status st = run(row("rms_norm_grad_grad"), (const opf_tensor *[]){&tdy, &tx, &trs, NULL, NULL, NULL, NULL},
-                        (const opf_tensor *[]){&tg, NULL, &tgr, NULL, NULL}, NULL);
+    opf_status st = run(row("rms_norm_grad_grad"), (const opf_tensor *[]){&tx, &trs, &tdy, NULL, NULL, NULL, NULL},
+                        (const opf_tensor *[]){NULL, &tgr, &tg, NULL, NULL}, NULL);
     CHECK(st == OPF_OK && g[0] == 0 && g[3] == 0 && gr[0] == 0, "no cotangents: %s, gdy %g, grstd %g", opf_last_error(),
           g[0], gr[0]);
+}
+
+/* Tangent rules of the gradient rows, as the declarations state them (the
+ * gradient row on the tangents of the inputs it is linear in, plus the rows
+ * of its derivative along the others), against central differences of the
+ * first-order formulas with every input moving. */
+TEST(test_gradient_row_tangents) {
+    rng r = rng_seed(28);
+    for (int op = 0; op < 4; op++) {
+        second_order p, tan;
+        fill_case(&p, &r, op);
+        fill_case(&tan, &r, op);
+        so_tensors t = so_make(&p), tt = so_make(&tan);
+        double want_dx[R2 * M2], want_dw[M2], want_db[M2];
+        central_tangent(&p, &tan, want_dx, want_dw, want_db);
+        double dx[R2 * M2] = {0}, dw[M2] = {0}, db[M2] = {0}, dx2[R2 * M2] = {0}, dw2[M2] = {0}, dx3[R2 * M2] = {0},
+                       dw3[M2] = {0};
+        opf_tensor tdx = opf_tensor_make(dx, OPF_F64, 2, so_s2), tdw = opf_tensor_make(dw, OPF_F64, 1, so_sm),
+                   tdb = opf_tensor_make(db, OPF_F64, 1, so_sm), tdx2 = opf_tensor_make(dx2, OPF_F64, 2, so_s2),
+                   tdw2 = opf_tensor_make(dw2, OPF_F64, 1, so_sm), tdx3 = opf_tensor_make(dx3, OPF_F64, 2, so_s2),
+                   tdw3 = opf_tensor_make(dw3, OPF_F64, 1, so_sm);
+        opf_status st = OPF_OK;
+        if (op == 0) { /* dx' = softmax_grad(dy', y); _, _, dx' = softmax_grad_grad(y', dy, y) */
+            st = run(row("softmax_grad"), (const opf_tensor *[]){&tt.dy, &t.y}, (const opf_tensor *[]){&tdx}, NULL);
+            if (st == OPF_OK) {
+                st = run(row("softmax_grad_grad"), (const opf_tensor *[]){&tt.y, &t.dy, &t.y},
+                         (const opf_tensor *[]){NULL, NULL, &tdx2}, NULL);
+            }
+        } else if (op == 1) { /* dx' = log_softmax_grad(dy', y); _, dx' = log_softmax_grad_grad(y', y, dy) */
+            st = run(row("log_softmax_grad"), (const opf_tensor *[]){&tt.dy, &t.y}, (const opf_tensor *[]){&tdx}, NULL);
+            if (st == OPF_OK) {
+                st = run(row("log_softmax_grad_grad"), (const opf_tensor *[]){&tt.y, &t.y, &t.dy},
+                         (const opf_tensor *[]){NULL, &tdx2}, NULL);
+            }
+        } else if (op == 2) {
+            st = run(row("rms_norm_grad"), (const opf_tensor *[]){&t.x, &t.rstd, &tt.dy, &t.w, &tt.drstd},
+                     (const opf_tensor *[]){&tdx, &tdw}, NULL);
+            if (st == OPF_OK) {
+                st = run(row("rms_norm_grad_jvp"),
+                         (const opf_tensor *[]){&t.x, &t.rstd, &t.dy, &t.w, &t.drstd, &tt.x, &tt.rstd, &tt.w},
+                         (const opf_tensor *[]){&tdx2, &tdw2}, NULL);
+            }
+        } else {
+            st = run(row("layer_norm_grad"),
+                     (const opf_tensor *[]){&t.x, &t.mean, &t.rstd, &tt.dy, &t.w, &tt.dmean, &tt.drstd},
+                     (const opf_tensor *[]){&tdx, &tdw, &tdb}, NULL);
+            if (st == OPF_OK) {
+                st = run(row("layer_norm_grad_jvp"),
+                         (const opf_tensor *[]){&t.x, &t.mean, &t.rstd, &t.dy, &t.w, &t.drstd, &tt.x, &tt.w},
+                         (const opf_tensor *[]){&tdx2, &tdw2}, NULL);
+            }
+            if (st == OPF_OK) {
+                st = run(row("layer_norm_grad_jvp_stats"),
+                         (const opf_tensor *[]){&t.x, &t.mean, &t.rstd, &t.dy, &t.w, &t.drstd, &tt.mean, &tt.rstd},
+                         (const opf_tensor *[]){&tdx3, &tdw3}, NULL);
+            }
+        }
+        if (!CHECK(st == OPF_OK, "op %d: %s", op, opf_last_error())) {
+            continue;
+        }
+        for (int i = 0; i < R2 * M2; i++) {
+            dx[i] += dx2[i] + dx3[i];
+        }
+        for (int j = 0; j < M2; j++) {
+            dw[j] += dw2[j] + dw3[j];
+        }
+        CHECK_CLOSE_F64(dx, want_dx, R2 * M2, 1e-7, 1e-6, "op %d: dx'", op);
+        if (op >= 2) {
+            CHECK_CLOSE_F64(dw, want_dw, M2, 1e-7, 1e-6, "op %d: dw'", op);
+        }
+        if (op == 3) {
+            CHECK_CLOSE_F64(db, want_db, M2, 1e-7, 1e-6, "op %d: db'", op);
+        }
+    }
+}
+
+/* Tangent rules of the forward ops, as declared, against central differences
+ * of the forward references: softmax's y' = softmax_grad(x', y), and the
+ * second-order rows that give log_softmax's, rms_norm's and layer_norm's (dy
+ * absent: their parts without it). */
+TEST(test_forward_tangents) {
+    rng r = rng_seed(29);
+    enum { R = 3, M = 6 };
+    int64_t s2[2] = {R, M}, s1[1] = {R}, sm[1] = {M};
+    double x[R * M], xt[R * M], w[M], wt[M], b[M], bt[M];
+    const double eps = 1e-2, h = 1e-6;
+    fill_uniform_f64(&r, x, R * M, -2, 2);
+    fill_uniform_f64(&r, xt, R * M, -1, 1);
+    fill_uniform_f64(&r, w, M, 0.5, 1.5);
+    fill_uniform_f64(&r, wt, M, -1, 1);
+    fill_uniform_f64(&r, b, M, -1, 1);
+    fill_uniform_f64(&r, bt, M, -1, 1);
+    for (int op = 0; op < 4; op++) {
+        /* references at x + h xt, x - h xt (w, b likewise) and x */
+        double y[3][R * M], mean[3][R], rstd[3][R];
+        for (int side = 0; side < 3; side++) {
+            const double sgn = side == 0 ? 1 : side == 1 ? -1 : 0;
+            double xs[R * M], ws[M], bs[M];
+            for (int i = 0; i < R * M; i++) {
+                xs[i] = x[i] + sgn * h * xt[i];
+            }
+            for (int j = 0; j < M; j++) {
+                ws[j] = w[j] + sgn * h * wt[j];
+                bs[j] = b[j] + sgn * h * bt[j];
+            }
+            for (int i = 0; i < R; i++) {
+                if (op == 0) {
+                    ref_softmax_row(M, xs + i * M, y[side] + i * M);
+                } else if (op == 1) {
+                    ref_log_softmax_row(M, xs + i * M, y[side] + i * M);
+                } else if (op == 2) {
+                    ref_rms_norm_row(M, xs + i * M, ws, eps, y[side] + i * M, &rstd[side][i]);
+                } else {
+                    ref_layer_norm_row(M, xs + i * M, ws, bs, eps, y[side] + i * M, &mean[side][i], &rstd[side][i]);
+                }
+            }
+        }
+        double yt[R * M] = {0}, yt2[R * M] = {0}, mt[R] = {0}, rt[R] = {0};
+        opf_tensor tx = opf_tensor_make(x, OPF_F64, 2, s2), txt = opf_tensor_make(xt, OPF_F64, 2, s2),
+                   ty = opf_tensor_make(y[2], OPF_F64, 2, s2), tw = opf_tensor_make(w, OPF_F64, 1, sm),
+                   twt = opf_tensor_make(wt, OPF_F64, 1, sm), tbt = opf_tensor_make(bt, OPF_F64, 1, sm),
+                   tm = opf_tensor_make(mean[2], OPF_F64, 1, s1), tr = opf_tensor_make(rstd[2], OPF_F64, 1, s1),
+                   tyt = opf_tensor_make(yt, OPF_F64, 2, s2), tyt2 = opf_tensor_make(yt2, OPF_F64, 2, s2),
+                   tmt = opf_tensor_make(mt, OPF_F64, 1, s1), trt = opf_tensor_make(rt, OPF_F64, 1, s1);
+        opf_status st;
+        if (op == 0) {
+            st = run(row("softmax_grad"), (const opf_tensor *[]){&txt, &ty}, (const opf_tensor *[]){&tyt}, NULL);
+        } else if (op == 1) {
+            st = run(row("log_softmax_grad_grad"), (const opf_tensor *[]){&txt, &ty, NULL},
+                     (const opf_tensor *[]){&tyt, NULL}, NULL);
+        } else if (op == 2) {
+            st = run(row("rms_norm_grad_grad"), (const opf_tensor *[]){&tx, &tr, NULL, &tw, NULL, &txt, &twt},
+                     (const opf_tensor *[]){NULL, NULL, &tyt, NULL, &trt}, NULL);
+        } else {
+            st = run(row("layer_norm_grad_grad"), (const opf_tensor *[]){&tx, &tm, &tr, NULL, &tw, NULL, NULL, &txt},
+                     (const opf_tensor *[]){NULL, NULL, NULL, &tyt, NULL, &tmt, &trt}, NULL);
+            if (st == OPF_OK) {
+                st = run(row("layer_norm_grad_grad_affine"), (const opf_tensor *[]){&tx, &tm, &tr, NULL, &twt, &tbt},
+                         (const opf_tensor *[]){NULL, NULL, NULL, &tyt2}, NULL);
+            }
+        }
+        if (!CHECK(st == OPF_OK, "op %d: %s", op, opf_last_error())) {
+            continue;
+        }
+        double want[R * M], want_m[R], want_r[R];
+        for (int i = 0; i < R * M; i++) {
+            want[i] = (y[0][i] - y[1][i]) / (2 * h);
+            yt[i] += yt2[i];
+        }
+        for (int i = 0; op >= 2 && i < R; i++) {
+            want_m[i] = op == 3 ? (mean[0][i] - mean[1][i]) / (2 * h) : 0;
+            want_r[i] = (rstd[0][i] - rstd[1][i]) / (2 * h);
+        }
+        CHECK_CLOSE_F64(yt, want, R * M, 1e-7, 1e-6, "op %d: y'", op);
+        if (op == 3) {
+            CHECK_CLOSE_F64(mt, want_m, R, 1e-7, 1e-6, "layer_norm: mean'");
+        }
+        if (op >= 2) {
+            CHECK_CLOSE_F64(rt, want_r, R, 1e-7, 1e-6, "op %d: rstd'", op);
+        }
+    }
 }
 
 /* --- special rows, empty rows ------------------------------------------------------------------------------------ */
@@ -580,19 +807,19 @@ TEST(test_empty) {
           "%s", opf_last_error());
     CHECK(isnan(rstd[1]), "rms_norm of an empty row: rstd %g", rstd[1]);
     opf_tensor tdw0 = opf_tensor_make(dw, OPF_F64, 1, zero), tdb0 = opf_tensor_make(db, OPF_F64, 1, zero);
-    CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&te, &te, &tm, &tr, NULL, NULL, NULL},
+    CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&te, &tm, &tr, &te, NULL, NULL, NULL},
               (const opf_tensor *[]){&ty, &tdw0, &tdb0}, NULL) == OPF_OK,
           "%s", opf_last_error());
     /* No rows: dx is empty, dw and db are sums of nothing. */
     opf_tensor tn = opf_tensor_make(x, OPF_F64, 2, no_rows), tz = opf_tensor_make(mean, OPF_F64, 1, zero),
                tdw = opf_tensor_make(dw, OPF_F64, 1, four), tdb = opf_tensor_make(db, OPF_F64, 1, four),
                tw = opf_tensor_make(x, OPF_F64, 1, four);
-    CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&tn, &tn, &tz, &tz, &tw, NULL, NULL},
+    CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&tn, &tz, &tz, &tn, &tw, NULL, NULL},
               (const opf_tensor *[]){&tn, &tdw, &tdb}, NULL) == OPF_OK,
           "%s", opf_last_error());
     CHECK(dw[0] == 0 && dw[3] == 0 && db[0] == 0 && db[3] == 0, "no rows: dw %g db %g", dw[0], db[0]);
     dw[1] = 7;
-    CHECK(run(row("rms_norm_grad"), (const opf_tensor *[]){&tn, &tn, &tz, &tw, NULL},
+    CHECK(run(row("rms_norm_grad"), (const opf_tensor *[]){&tn, &tz, &tn, &tw, NULL},
               (const opf_tensor *[]){NULL, &tdw}, NULL) == OPF_OK,
           "%s", opf_last_error());
     CHECK(dw[1] == 0, "no rows: rms_norm_grad dw %g", dw[1]);
@@ -626,7 +853,7 @@ TEST(test_bad_input) {
              NULL);
     CHECK(st == OPF_E_SHAPE, "mean [3]: %s", opf_status_name(st));
     CHECK_CONTAINS(opf_last_error(), "mean has shape [3], expected [4]");
-    st = run(row("layer_norm_grad"), (const opf_tensor *[]){&x, &x, &mean_bad, &rstd, NULL, NULL, NULL},
+    st = run(row("layer_norm_grad"), (const opf_tensor *[]){&x, &mean_bad, &rstd, &x, NULL, NULL, NULL},
              (const opf_tensor *[]){&y, NULL, NULL}, NULL);
     CHECK(st == OPF_E_SHAPE, "layer_norm_grad mean [3]: %s", opf_status_name(st));
     CHECK_CONTAINS(opf_last_error(), "their leading dims ('...') must be equal");
@@ -661,7 +888,7 @@ TEST(test_thread_count_independent) {
         CHECK(run(row("layer_norm"), (const opf_tensor *[]){&tx, &tw, NULL}, (const opf_tensor *[]){&ty, &tm, &tr},
                   NULL) == OPF_OK,
               "%s", opf_last_error());
-        CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&tdy, &tx, &tm, &tr, &tw, NULL, NULL},
+        CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&tx, &tm, &tr, &tdy, &tw, NULL, NULL},
                   (const opf_tensor *[]){&ty, &tdw, &tdb}, NULL) == OPF_OK,
               "%s", opf_last_error());
     }
@@ -681,7 +908,7 @@ TEST(test_thread_count_independent) {
     opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, s2), tdy = opf_tensor_make(dy, OPF_F32, 2, s2),
                tm = opf_tensor_make(mean, OPF_F32, 1, s1), tr = opf_tensor_make(rstd, OPF_F32, 1, s1),
                tdb = opf_tensor_make(db, OPF_F32, 1, sm);
-    CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&tdy, &tx, &tm, &tr, NULL, NULL, NULL},
+    CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&tx, &tm, &tr, &tdy, NULL, NULL, NULL},
               (const opf_tensor *[]){NULL, NULL, &tdb}, NULL) == OPF_OK,
           "%s", opf_last_error());
     for (int64_t j = 0; j < M; j++) {
@@ -739,7 +966,7 @@ TEST(test_large_rows) {
         }
     }
     /* layer_norm_grad: dx streamed, checked on a few rows (the reference is O(M^2) a row) */
-    CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&tx, &tx, &tm, &tr, &tw, NULL, NULL},
+    CHECK(run(row("layer_norm_grad"), (const opf_tensor *[]){&tx, &tm, &tr, &tx, &tw, NULL, NULL},
               (const opf_tensor *[]){&tdx, &tdw, NULL}, NULL) == OPF_OK,
           "%s", opf_last_error());
     const int64_t check_rows[3] = {0, R / 2, R - 1};
@@ -761,6 +988,8 @@ int main(void) {
     RUN_TEST(test_softmax_grads);
     RUN_TEST(test_norm_grads);
     RUN_TEST(test_second_order);
+    RUN_TEST(test_gradient_row_tangents);
+    RUN_TEST(test_forward_tangents);
     RUN_TEST(test_special_rows);
     RUN_TEST(test_empty);
     RUN_TEST(test_bad_input);

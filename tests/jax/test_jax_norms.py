@@ -119,6 +119,40 @@ def test_gradients_match_jax(dtype: Any) -> None:
             np.testing.assert_allclose(g, e, rtol=1e-3 if dtype == np.float32 else 1e-9, atol=1e-3 if dtype == np.float32 else 1e-10)
 
 
+def test_forward_mode() -> None:
+    """jax.jvp against jax.jvp of the jax.nn / jnp references; check_grads in
+    forward mode; jax.hessian (forward over reverse) against the references'."""
+    rng = np.random.default_rng(8)
+    x, xt = jnp.asarray(rng.standard_normal((4, 7))), jnp.asarray(rng.standard_normal((4, 7)))
+    w, wt = jnp.asarray(rng.uniform(0.5, 1.5, 7)), jnp.asarray(rng.standard_normal(7))
+    b, bt = jnp.asarray(rng.standard_normal(7)), jnp.asarray(rng.standard_normal(7))
+    pairs: list[tuple[Callable[..., Any], Callable[..., Any], tuple[jax.Array, ...], tuple[jax.Array, ...]]] = [
+        (oj.softmax, jax.nn.softmax, (x,), (xt,)),
+        (oj.log_softmax, jax.nn.log_softmax, (x,), (xt,)),
+        (lambda x, w, b: oj.layer_norm(x, w, b, eps=1e-3), lambda x, w, b: jnp_layer_norm(x, w, b, 1e-3), (x, w, b),
+         (xt, wt, bt)),
+        (lambda x, w: oj.rms_norm(x, w, eps=1e-3), lambda x, w: jnp_rms_norm(x, w, 1e-3), (x, w), (xt, wt)),
+    ]  # fmt: skip
+    for ours, theirs, primals, tangents in pairs:
+        got, want = jax.jvp(ours, primals, tangents)[1], jax.jvp(theirs, primals, tangents)[1]
+        for g, e in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+        check_grads(ours, primals, order=1, modes=["fwd"])
+
+        def cube(f: Callable[..., Any]) -> Callable[..., jax.Array]:
+            return lambda *a: sum(jnp.sum(o**3) for o in jax.tree_util.tree_leaves(f(*a)))
+
+        for g, e in zip(jax.hessian(cube(ours))(*primals), jax.hessian(cube(theirs))(*primals)):
+            np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-10)
+    check_grads(oj.softmax, (x,), order=2, modes=["fwd", "rev"])  # its tangent rule names softmax_grad only
+
+
+def test_forward_over_forward_says_which_row_stops() -> None:
+    x = jnp.ones((2, 3)) + jnp.arange(6.0).reshape(2, 3)
+    with pytest.raises(TypeError, match=r"opforge\.jax\.layer_norm_grad_grad has no forward mode"):
+        jax.jacfwd(jax.jacfwd(lambda x: oj.layer_norm(x)[0].sum() ** 2))(x)
+
+
 def test_vmap() -> None:
     rng = np.random.default_rng(6)
     x = jnp.asarray(rng.standard_normal((4, 3, 7)))
@@ -129,9 +163,9 @@ def test_vmap() -> None:
     # a row with an output summed over the rows (dw) is run once per batch element
     dy = jnp.asarray(rng.standard_normal((4, 3, 7)))
     _, mean, rstd = oj.layer_norm(x)
-    dws = jax.vmap(lambda d, v, m, r: oj.layer_norm_grad(d, v, m, r, w)[1])(dy, x, mean, rstd)
+    dws = jax.vmap(lambda d, v, m, r: oj.layer_norm_grad(v, m, r, d, w)[1])(dy, x, mean, rstd)
     for i in range(4):
-        np.testing.assert_allclose(dws[i], oj.layer_norm_grad(dy[i], x[i], mean[i], rstd[i], w)[1], rtol=1e-12)
+        np.testing.assert_allclose(dws[i], oj.layer_norm_grad(x[i], mean[i], rstd[i], dy[i], w)[1], rtol=1e-12)
 
 
 def test_bad_input() -> None:

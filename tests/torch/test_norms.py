@@ -168,9 +168,58 @@ def test_backward_of_a_grad_row_without_its_cotangents() -> None:
     torch.testing.assert_close(ggw, ggw_ref, rtol=1e-10, atol=1e-12)
 
 
+def test_forward_mode_matches_torch() -> None:
+    """torch.func.jvp of every output against torch's own ops' forward mode,
+    and forward-over-reverse (torch.func.hessian) against torch's."""
+    from torch.func import hessian, jvp
+
+    g = torch.Generator().manual_seed(9)
+    x, xt = (torch.randn(4, 7, generator=g, dtype=torch.float64) for _ in range(2))
+    w, wt, b, bt = (torch.randn(7, generator=g, dtype=torch.float64) for _ in range(4))
+    w = w.abs() + 0.5
+
+    def ln_ref(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return _layer_norm_composite(x, w, b, 1e-3)
+
+    def rms_ref(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rstd = torch.rsqrt(x.pow(2).mean(-1) + 1e-3)
+        return x * rstd[..., None] * w, rstd
+
+    pairs: list[tuple[Callable[..., Any], Callable[..., Any], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]] = [
+        (ops.softmax, lambda x: torch.softmax(x, -1), (x,), (xt,)),
+        (ops.log_softmax, lambda x: torch.log_softmax(x, -1), (x,), (xt,)),
+        (lambda x, w, b: ops.layer_norm(x, w, b, eps=1e-3), ln_ref, (x, w, b), (xt, wt, bt)),
+        (lambda x, w: ops.rms_norm(x, w, eps=1e-3), rms_ref, (x, w), (xt, wt)),
+    ]
+    for ours, theirs, primals, tangents in pairs:
+        got, want = jvp(ours, primals, tangents)[1], jvp(theirs, primals, tangents)[1]
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+        def loss(f: Callable[..., Any]) -> Callable[..., torch.Tensor]:
+            def scalar(*args: torch.Tensor) -> torch.Tensor:
+                out = f(*args)
+                return sum((o**3).sum() for o in (out if isinstance(out, tuple) else (out,)))  # type: ignore[return-value]
+
+            return scalar
+
+        torch.testing.assert_close(hessian(loss(ours))(*primals), hessian(loss(theirs))(*primals), rtol=1e-9, atol=1e-10)
+
+
+def test_forward_over_forward_says_which_row_stops() -> None:
+    """jacfwd(jacfwd) of softmax works; the others' tangent rules name a
+    second-order row without tangent rules, and torch says so (never zeros)."""
+    from torch.func import jacfwd
+
+    x = torch.randn(2, 4, dtype=torch.float64)
+    h = jacfwd(jacfwd(lambda x: ops.softmax(x).pow(3).sum()))(x)
+    torch.testing.assert_close(h, jacfwd(jacfwd(lambda x: torch.softmax(x, -1).pow(3).sum()))(x))
+    with pytest.raises(RuntimeError, match=r"opforge::layer_norm_grad_grad has no forward mode"):
+        jacfwd(jacfwd(lambda x: ops.layer_norm(x, None, None)[0].pow(3).sum()))(x)
+
+
 def test_second_order_rows_are_not_differentiable() -> None:
     x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
-    gdy, gy = ops.softmax_grad_grad(x, x, x)
+    gdy, gy, jy = ops.softmax_grad_grad(x, x, x)
     with pytest.raises(RuntimeError, match="softmax_grad_grad is not differentiable"):
         gdy.sum().backward()
 
@@ -203,4 +252,4 @@ def test_bad_input() -> None:
     with pytest.raises(RuntimeError, match=r"rms_norm: dtype mismatch"):
         ops.rms_norm(x, torch.ones(5, dtype=torch.float64))
     with pytest.raises(RuntimeError, match=r"layer_norm_grad: .*leading dims"):
-        ops.layer_norm_grad(x, x, torch.zeros(3), torch.zeros(4))
+        ops.layer_norm_grad(x, torch.zeros(3), torch.zeros(4), x)
