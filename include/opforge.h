@@ -775,6 +775,12 @@ opf_error(opf_status status, const char *fmt, ...);
 #define OPF_INLINE static inline
 #endif
 
+/* Before a loop of a row kernel's body: the arrays it writes overlap none it
+ * reads (a row kernel's rows never overlap each other or its inputs), so the
+ * compiler vectorizes it without run-time overlap checks, which GCC gives up
+ * on past ten pairs of arrays (a loop reading three rows and writing three). */
+#define OPF_SIMD_LOOP OPF__SIMD_LOOP
+
 /* A helper function that kernel bodies call: inline, and in a file compiled
  * by nvcc, for the host and the device. */
 #if defined(__CUDACC__)

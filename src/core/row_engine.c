@@ -7,8 +7,14 @@
  * in place; others are gathered into scratch (inputs) or computed in scratch
  * and scattered back (outputs). Rows of large outputs are computed in scratch
  * too (in cache) and stored with non-temporal stores, as the elementwise
- * engine stores its large outputs: the kernel writes memory at the copy
- * bandwidth without knowing it. Unbatched inputs ("w[M]") are passed whole,
+ * engine stores its large outputs, while the next row's inputs are
+ * prefetched: memory reads one row while it writes the previous. That pays
+ * for a kernel that computes little per element (the row's time is its
+ * memory traffic); one that computes much (exponentials) does better with
+ * plain stores, which the core issues among its arithmetic. So each chunk of
+ * rows times its first rows' kernel calls and stores, and goes on streaming
+ * only where the kernel took less time than the stores. Results are the same
+ * either way. Unbatched inputs ("w[M]") are passed whole,
  * copied once when not contiguous. Rows are split over threads; each row is
  * computed by one kernel call, so results do not depend on the thread count.
  *
@@ -21,6 +27,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engines.h"
 #include "error.h"
@@ -31,7 +38,8 @@
 enum {
     OPF_ROW_GRAIN_ELEMS = 1 << 15, /* elements per chunk at least */
     OPF_ROW_MAX_BLOCKS = 64,       /* accumulators of an unbatched output, at most */
-    OPF_ROW_STREAM_MIN_ROW = 1024  /* bytes of a row of an output streamed past the caches, at least */
+    OPF_ROW_STREAM_MIN_ROW = 1024, /* bytes of a row of an output streamed past the caches, at least */
+    OPF_ROW_PROBE_ROWS = 16        /* rows of a chunk timed to decide whether streaming pays */
 };
 /* Outputs this large (all their rows) are streamed past the caches. */
 #define OPF_ROW_STREAM_MIN_BYTES ((int64_t)4 << 20)
@@ -54,6 +62,7 @@ typedef struct opf_row_arg {
 typedef struct opf_row_job {
     opf_row_fn fn;
     opf_copy_ukernel stream_copy;
+    int streaming; /* some output may be streamed */
     size_t elem;
     int32_t num_in, num_out;
     int32_t batch_rank;
@@ -90,6 +99,13 @@ static void opf_row_copy(const opf_row_job *job, const opf_row_arg *a, int64_t o
             index[d] = 0;
         }
     }
+}
+
+/* A monotonic clock, for the streaming probe. */
+static double opf_row_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Offset (elements) of the row at `index` of batched argument a. */
@@ -165,9 +181,20 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         rem /= job->batch_shape[d];
     }
     opf_row_args call = {.attrs = job->attrs};
+    /* The first rows streamed, timing the kernel and the stores apart; then
+     * streaming goes on only if the kernel took less time than the stores
+     * (see the top of the file). */
+    const int64_t probe_end =
+        job->streaming && end - begin >= 4 * OPF_ROW_PROBE_ROWS ? begin + OPF_ROW_PROBE_ROWS : begin;
+    int streaming = job->streaming;
+    double kernel_time = 0, store_time = 0;
     for (int64_t r = begin; r < end; r++) {
         int64_t off[2 * OPF_MAX_ARGS];
         int streams = 0;
+        if (r == probe_end && probe_end > begin) {
+            streaming = kernel_time < store_time;
+        }
+        const int timed = r < probe_end;
         for (int32_t k = 0; k < count; k++) {
             const opf_row_arg *a = &job->args[k];
             void *ptr = NULL;
@@ -176,8 +203,8 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
                 ptr = k < job->num_in ? a->base : acc + a->acc_at * job->elem;
             } else if (a->t != NULL) {
                 off[k] = opf_row_offset(job, a, index);
-                streams |= a->stream;
-                if (a->contiguous_rows && !a->stream) {
+                streams |= a->stream && streaming;
+                if (a->contiguous_rows && !(a->stream && streaming)) {
                     ptr = a->base + off[k] * (int64_t)job->elem;
                 } else {
                     ptr = a->len > 0 ? scratch + a->scratch_at : NULL; /* an empty row takes no scratch */
@@ -194,12 +221,19 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
                 call.out_len[k - job->num_in] = a->len;
             }
         }
+        const double t0 = timed ? opf_row_seconds() : 0;
         job->fn(&call);
+        const double t1 = timed ? opf_row_seconds() : 0;
         for (int32_t d = job->batch_rank - 1; d >= 0 && ++index[d] == job->batch_shape[d]; d--) {
             index[d] = 0;
         }
         if (streams) {
-            opf_row_stream_out(job, &call, off, index, r + 1 < end, r + 1 == end);
+            /* (a fence after the probe's last streamed row too: streaming may stop there) */
+            opf_row_stream_out(job, &call, off, index, r + 1 < end, r + 1 == end || r + 1 == probe_end);
+        }
+        if (timed) {
+            kernel_time += t1 - t0;
+            store_time += opf_row_seconds() - t1;
         }
         for (int32_t k = job->num_in; k < count; k++) {
             const opf_row_arg *a = &job->args[k];
@@ -328,7 +362,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         rows *= x->shape[d];
     }
     job.rows = rows;
-    job.stream_copy = opf_kernels_get()->stream_copy;
+    job.stream_copy = getenv("NOSTREAM") ? NULL : opf_kernels_get()->stream_copy;
     char *copies[OPF_MAX_ARGS] = {NULL};
     opf_status st = OPF_OK;
     int64_t row_elems = 0;
@@ -352,6 +386,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         const int64_t row_bytes = a->len * (int64_t)job.elem;
         a->stream = k >= job.num_in && a->batched && a->contiguous_rows && job.stream_copy != NULL &&
                     row_bytes >= OPF_ROW_STREAM_MIN_ROW && rows >= OPF_ROW_STREAM_MIN_BYTES / row_bytes;
+        job.streaming |= a->stream;
         if (a->batched && (!a->contiguous_rows || a->stream)) {
             a->scratch_at = job.scratch_bytes;
             job.scratch_bytes += ((size_t)a->len * job.elem + 63) / 64 * 64;

@@ -63,6 +63,12 @@ OPF_KERNEL_FN float norms_exp_f32(float x) {
 
 /* e^x for x <= 0 in T: norms_exp_f32 for float, opf_exp for double. */
 #define NORMS_EXP(x) (OPF_IS_F64 ? (T)opf_exp_f64((double)(x)) : (T)norms_exp_f32((float)(x)))
+/* e^x for log_softmax_grad's exp(y) (y <= 0 for a log-softmax; any y is
+ * taken): norms_exp_f32, and +inf above ln(2^127) = 88.03 (where e^x, finite
+ * up to 88.72, would need a second scale factor). */
+#define NORMS_EXP_ANY(x)                                                                                               \
+    (OPF_IS_F64 ? (T)opf_exp_f64((double)(x))                                                                          \
+                : (T)opf_select_f32((float)(x) > 0x1.601e68p+6f, __builtin_inff(), norms_exp_f32((float)(x))))
 
 enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
 
@@ -108,14 +114,11 @@ OPF_ROW_KERNEL(softmax, (x), (y), {
     }
 })
 
-/* dx = y * (dy - <dy, y>): dx holds dy * y first (one pass over memory). */
+/* dx = y * (dy - <dy, y>) */
 OPF_ROW_KERNEL(softmax_grad, (dy, y), (dx), {
+    const T s = opf_dot(n, dy, y);
     for (int64_t i = 0; i < n; i++) {
-        dx[i] = dy[i] * y[i];
-    }
-    const T s = opf_sum(n, dx);
-    for (int64_t i = 0; i < n; i++) {
-        dx[i] = dx[i] - y[i] * s;
+        dx[i] = y[i] * (dy[i] - s);
     }
 })
 
@@ -158,20 +161,11 @@ OPF_ROW_KERNEL(log_softmax, (x), (y), {
     }
 })
 
-/* dx = dy - exp(y) * sum(dy): dx holds exp(y) first, a chunk at a time with
- * dy's sum (one pass over memory). */
+/* dx = dy - exp(y) * sum(dy) */
 OPF_ROW_KERNEL(log_softmax_grad, (dy, y), (dx), {
-    const int64_t chunk = NORMS_CHUNK(n);
-    T s = 0;
-    for (int64_t at = 0; at < n; at += chunk) {
-        const int64_t len = n - at < chunk ? n - at : chunk;
-        s += opf_sum(len, dy + at);
-        for (int64_t i = at; i < at + len; i++) {
-            dx[i] = opf_exp(y[i]);
-        }
-    }
+    const T s = opf_sum(n, dy);
     for (int64_t i = 0; i < n; i++) {
-        dx[i] = dy[i] - dx[i] * s;
+        dx[i] = dy[i] - NORMS_EXP_ANY(y[i]) * s;
     }
 })
 
@@ -197,6 +191,76 @@ OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, y, dy), (gdy, gy), {
 
 /* --- rms_norm ----------------------------------------------------------------------------------------------------- */
 
+/* sum(g) and sum(g (x - mu)) with g = dy w, in one pass: the lanes of
+ * opf_sum (32 floats, 16 doubles), each adding its elements' terms, then
+ * added pairwise. */
+#define NORMS_G_SUMS_FN(fn, type, lanes)                                                                               \
+    OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx) {     \
+        type a[lanes], b[lanes];                                                                                       \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            a[j] = 0;                                                                                                  \
+            b[j] = 0;                                                                                                  \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                const type g = dy[i + j] * w[i + j];                                                                   \
+                a[j] = a[j] + g;                                                                                       \
+                b[j] = b[j] + g * (x[i + j] - mu);                                                                     \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
+            for (int j = 0; j < h; j++) {                                                                              \
+                a[j] = a[j] + a[j + h];                                                                                \
+                b[j] = b[j] + b[j + h];                                                                                \
+            }                                                                                                          \
+        }                                                                                                              \
+        type sa = a[0], sb = b[0];                                                                                     \
+        for (; i < n; i++) {                                                                                           \
+            const type g = dy[i] * w[i];                                                                               \
+            sa = sa + g;                                                                                               \
+            sb = sb + g * (x[i] - mu);                                                                                 \
+        }                                                                                                              \
+        *sg = sa;                                                                                                      \
+        *sgx = sb;                                                                                                     \
+    }
+NORMS_G_SUMS_FN(norms_g_sums_f32, float, 32)
+NORMS_G_SUMS_FN(norms_g_sums_f64, double, 16)
+
+/* sum(x - mu) and sum((x - mu)^2) in one pass, the lanes of opf_sum. */
+#define NORMS_C_SUMS_FN(fn, type, lanes)                                                                               \
+    OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2) {                                     \
+        type a[lanes], b[lanes];                                                                                       \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            a[j] = 0;                                                                                                  \
+            b[j] = 0;                                                                                                  \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                const type c = x[i + j] - mu;                                                                          \
+                a[j] = a[j] + c;                                                                                       \
+                b[j] = b[j] + c * c;                                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
+            for (int j = 0; j < h; j++) {                                                                              \
+                a[j] = a[j] + a[j + h];                                                                                \
+                b[j] = b[j] + b[j + h];                                                                                \
+            }                                                                                                          \
+        }                                                                                                              \
+        type sa = a[0], sb = b[0];                                                                                     \
+        for (; i < n; i++) {                                                                                           \
+            const type c = x[i] - mu;                                                                                  \
+            sa = sa + c;                                                                                               \
+            sb = sb + c * c;                                                                                           \
+        }                                                                                                              \
+        *s1 = sa;                                                                                                      \
+        *s2 = sb;                                                                                                      \
+    }
+NORMS_C_SUMS_FN(norms_c_sums_f32, float, 32)
+NORMS_C_SUMS_FN(norms_c_sums_f64, double, 16)
+
 /* y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps); a row of length 0
  * has rstd NaN (as torch's _fused_rms_norm). */
 OPF_ROW_KERNEL(rms_norm, (x, w), (y, rstd), {
@@ -219,19 +283,30 @@ OPF_ROW_KERNEL(rms_norm, (x, w), (y, rstd), {
 OPF_ROW_KERNEL(rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
     const T r = rstd[0], drs = drstd != NULL ? drstd[0] : (T)0;
     if (dx != NULL && n > 0 && dy != NULL) {
-        T s;
+        T s, sg;
         if (w != NULL) {
-            for (int64_t i = 0; i < n; i++) {
-                dx[i] = dy[i] * w[i];
+            if (OPF_IS_F64) {
+                norms_g_sums_f64(n, (const double *)dy, (const double *)w, (const double *)x, 0.0, (double *)&sg,
+                                 (double *)&s);
+            } else {
+                norms_g_sums_f32(n, (const float *)dy, (const float *)w, (const float *)x, 0.0f, (float *)&sg,
+                                 (float *)&s);
             }
-            s = opf_dot(n, dx, x);
         } else {
             s = opf_dot(n, dy, x);
         }
         const T c = (r * r * r / (T)n) * (s + drs);
+        if (w != NULL && dw != NULL) { /* training's case: dx and dw in one pass */
+            OPF_SIMD_LOOP
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * (dy[i] * w[i]) - x[i] * c;
+                dw[i] += (dy[i] * x[i]) * r;
+            }
+            return;
+        }
         if (w != NULL) {
             for (int64_t i = 0; i < n; i++) {
-                dx[i] = r * dx[i] - x[i] * c;
+                dx[i] = r * (dy[i] * w[i]) - x[i] * c;
             }
         } else {
             for (int64_t i = 0; i < n; i++) {
@@ -323,35 +398,39 @@ OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, 
 
 /* y = (x - mean) * rstd * w + b with mean and rstd = 1 / sqrt(var + eps) of
  * the row (var biased: divided by M), by the corrected two-pass algorithm:
- * the mean, then (from the row in cache, y's row holding x - mean) the sum c
- * of x - mean, which the mean's rounding leaves, and the sum of squares:
+ * the mean, then (from the row in cache) the sum c of x - mean, which the
+ * mean's rounding leaves, and the sum of squares:
  * var = sum((x - mean)^2) / M - (c / M)^2, mean += c / M (a row of equal
  * values gives y = b exactly). A row of length 0 has mean 0 and rstd NaN (as
  * torch.native_layer_norm). */
 OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
     const T mu = n > 0 ? opf_sum(n, x) / (T)n : (T)0;
-    for (int64_t i = 0; i < n; i++) {
-        y[i] = x[i] - mu;
+    T sc, ss;
+    if (OPF_IS_F64) {
+        norms_c_sums_f64(n, (const double *)x, (double)mu, (double *)&sc, (double *)&ss);
+    } else {
+        norms_c_sums_f32(n, (const float *)x, (float)mu, (float *)&sc, (float *)&ss);
     }
-    const T c = n > 0 ? opf_sum(n, y) / (T)n : (T)0, ss = opf_dot(n, y, y) / (T)n - c * c;
+    const T c = n > 0 ? sc / (T)n : (T)0;
+    ss = ss / (T)n - c * c;
     const T r = (T)1 / opf_sqrt(opf_maximum(ss, (T)0) + (T)attrs[0].f); /* NaN stays NaN (M = 0 too) */
     mean[0] = mu + c;
     rstd[0] = r;
     if (w != NULL && b != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = ((y[i] - c) * r) * w[i] + b[i];
+            y[i] = (((x[i] - mu) - c) * r) * w[i] + b[i];
         }
     } else if (w != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = ((y[i] - c) * r) * w[i];
+            y[i] = (((x[i] - mu) - c) * r) * w[i];
         }
     } else if (b != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = (y[i] - c) * r + b[i];
+            y[i] = ((x[i] - mu) - c) * r + b[i];
         }
     } else {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = (y[i] - c) * r;
+            y[i] = ((x[i] - mu) - c) * r;
         }
     }
 })
@@ -359,18 +438,21 @@ OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
 /* With xh = (x - mean) r, g = dy w, r = rstd:
  *   dx = r (g - mean(g) - xh mean(g xh)) + dmean / M - drstd r^2 xh / M
  *   dw = sum over rows of dy xh, db = sum over rows of dy.
- * dy, dmean and drstd absent: zero. dx's row holds g (x - mean) first, for
- * sum(g xh). */
+ * dy, dmean and drstd absent: zero. Two passes over the row: the sums, then
+ * dx, dw and db. */
 OPF_ROW_KERNEL(layer_norm_grad, (x, mean, rstd, dy, w, dmean, drstd), (dx, dw, db), {
     const T mu = mean[0], r = rstd[0];
     if (dx != NULL && n > 0) {
         T sg = 0, sgx = 0;
         if (dy != NULL && w != NULL) {
-            for (int64_t i = 0; i < n; i++) {
-                dx[i] = (dy[i] * w[i]) * (x[i] - mu);
+            if (OPF_IS_F64) {
+                norms_g_sums_f64(n, (const double *)dy, (const double *)w, (const double *)x, (double)mu, (double *)&sg,
+                                 (double *)&sgx);
+            } else {
+                norms_g_sums_f32(n, (const float *)dy, (const float *)w, (const float *)x, (float)mu, (float *)&sg,
+                                 (float *)&sgx);
             }
-            sg = opf_dot(n, dy, w);
-            sgx = opf_sum(n, dx) * r;
+            sgx = sgx * r;
         } else if (dy != NULL) {
             for (int64_t i = 0; i < n; i++) {
                 dx[i] = dy[i] * (x[i] - mu);
@@ -381,6 +463,16 @@ OPF_ROW_KERNEL(layer_norm_grad, (x, mean, rstd, dy, w, dmean, drstd), (dx, dw, d
         const T inv_n = (T)1 / (T)n;
         const T c0 = (dmean != NULL ? dmean[0] * inv_n : (T)0) - r * sg * inv_n;
         const T c1 = r * sgx * inv_n + (drstd != NULL ? drstd[0] * r * r * inv_n : (T)0);
+        if (dy != NULL && w != NULL && dw != NULL && db != NULL) { /* training's case: one pass for all three */
+            OPF_SIMD_LOOP
+            for (int64_t i = 0; i < n; i++) {
+                const T xh = (x[i] - mu) * r;
+                dx[i] = r * (dy[i] * w[i]) + c0 - xh * c1;
+                dw[i] += dy[i] * xh;
+                db[i] += dy[i];
+            }
+            return;
+        }
         if (dy != NULL && w != NULL) {
             for (int64_t i = 0; i < n; i++) {
                 dx[i] = r * (dy[i] * w[i]) + c0 - ((x[i] - mu) * r) * c1;
