@@ -362,7 +362,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         rows *= x->shape[d];
     }
     job.rows = rows;
-    job.stream_copy = getenv("NOSTREAM") ? NULL : opf_kernels_get()->stream_copy;
+    job.stream_copy = opf_kernels_get()->stream_copy;
     char *copies[OPF_MAX_ARGS] = {NULL};
     opf_status st = OPF_OK;
     int64_t row_elems = 0;
