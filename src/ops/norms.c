@@ -72,21 +72,76 @@ OPF_KERNEL_FN float norms_exp_f32(float x) {
 
 enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
 
+/* The maximum of x[0 .. n), NaN ignored (softmax's NaN comes from its sum
+ * instead), -inf for n = 0: lanes as opf_max, one compare-select each. */
+#define NORMS_MAX_FN(fn, type, lanes)                                                                                  \
+    OPF_KERNEL_FN type fn(int64_t n, const type *x) {                                                                  \
+        type m[lanes];                                                                                                 \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            m[j] = -(type)__builtin_inf();                                                                             \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                m[j] = x[i + j] > m[j] ? x[i + j] : m[j];                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
+            for (int j = 0; j < h; j++) {                                                                              \
+                m[j] = m[j + h] > m[j] ? m[j + h] : m[j];                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+        type r = m[0];                                                                                                 \
+        for (; i < n; i++) {                                                                                           \
+            r = x[i] > r ? x[i] : r;                                                                                   \
+        }                                                                                                              \
+        return r;                                                                                                      \
+    }
+NORMS_MAX_FN(norms_max_f32, float, 32)
+NORMS_MAX_FN(norms_max_f64, double, 16)
+#define NORMS_MAX(n, x)                                                                                                \
+    (OPF_IS_F64 ? (T)norms_max_f64((n), (const double *)(x)) : (T)norms_max_f32((n), (const float *)(x)))
+
+enum { NORMS_LANES = 16 }; /* partial sums of the exponentials */
+
 /* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
- * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c) and
- * the chunk's sum. The row's maximum is read from memory once, a chunk at a
- * time, while the previous chunk's exponentials are computed. Leaves the
- * chunks' shifts, sums and the row's maximum m. */
+ * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c),
+ * and the chunk's sum, in 16 partial sums added pairwise (no pass of its own).
+ * The row is read from memory once, a chunk at a time. Leaves the chunks'
+ * shifts, sums and the row's maximum m (NaN ignored). */
 #define NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m)                                                             \
     for (int64_t at_ = 0, k_ = 0; at_ < (n); at_ += (chunk), k_++) {                                                   \
         const int64_t len_ = (n)-at_ < (chunk) ? (n)-at_ : (chunk);                                                    \
-        const T c_ = opf_max(len_, (x) + at_);                                                                         \
-        (m) = (c_ > (m) || c_ != c_) ? c_ : (m);                                                                       \
-        (shift)[k_] = c_ == -(T)__builtin_inf() ? (T)0 : c_;                                                           \
-        for (int64_t i_ = 0; i_ < len_; i_++) {                                                                        \
-            (y)[at_ + i_] = NORMS_EXP((x)[at_ + i_] - (shift)[k_]);                                                    \
+        const T c_ = NORMS_MAX(len_, (x) + at_);                                                                       \
+        (m) = c_ > (m) ? c_ : (m);                                                                                     \
+        const T s_ = c_ == -(T)__builtin_inf() ? (T)0 : c_;                                                            \
+        (shift)[k_] = s_;                                                                                              \
+        T acc_[NORMS_LANES];                                                                                           \
+        for (int j_ = 0; j_ < NORMS_LANES; j_++) {                                                                     \
+            acc_[j_] = 0;                                                                                              \
         }                                                                                                              \
-        (sum)[k_] = opf_sum(len_, (y) + at_);                                                                          \
+        const T *const xc_ = (x) + at_;                                                                                \
+        T *const yc_ = (y) + at_;                                                                                      \
+        int64_t i_ = 0;                                                                                                \
+        for (; i_ + NORMS_LANES <= len_; i_ += NORMS_LANES) {                                                          \
+            for (int j_ = 0; j_ < NORMS_LANES; j_++) {                                                                 \
+                const T e_ = NORMS_EXP(xc_[i_ + j_] - s_);                                                             \
+                yc_[i_ + j_] = e_;                                                                                     \
+                acc_[j_] = acc_[j_] + e_;                                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h_ = NORMS_LANES / 2; h_ > 0; h_ /= 2) {                                                              \
+            for (int j_ = 0; j_ < h_; j_++) {                                                                          \
+                acc_[j_] = acc_[j_] + acc_[j_ + h_];                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
+        T t_ = acc_[0];                                                                                                \
+        for (; i_ < len_; i_++) {                                                                                      \
+            const T e_ = NORMS_EXP(xc_[i_] - s_);                                                                      \
+            yc_[i_] = e_;                                                                                              \
+            t_ = t_ + e_;                                                                                              \
+        }                                                                                                              \
+        (sum)[k_] = t_;                                                                                                \
     }
 
 /* Chunks of at least 1024 elements, at most NORMS_CHUNKS of them. */
