@@ -4,12 +4,14 @@ and backward) vs the installed frameworks' built-ins and vs a copy, one run.
 
     python bench/bench_norms.py [--rows 8192] [--cols 4096] [--threads 1,2] [--repeats 15]
 
-For each thread count a child process is pinned to that many CPUs
-(sched_setaffinity) and every library is told to use that many threads
-(OPFORGE_NUM_THREADS, torch.set_num_threads, XLA's and TensorFlow's
-intra-op pools). In the child, every implementation of every op is timed in
-interleaved rounds (round r runs each once), and the best time of each is
-kept: the least disturbed by other work on the machine.
+Each library runs in a process of its own (a framework's idle worker threads
+would otherwise take time from the next library's calls), pinned to as many
+CPUs as the thread count (sched_setaffinity), with every library told to use
+that many threads (OPFORGE_NUM_THREADS, torch.set_num_threads, XLA's and
+TensorFlow's intra-op pools). The processes take turns for --rounds rounds;
+in each, every implementation of every op is timed in interleaved repeats,
+and the best time of each over all rounds is kept: the least disturbed by
+other work on the machine.
 
 - The roof is a copy of the same size (the fastest of np.copyto, i.e.
   memcpy, and torch's Tensor.copy_, into an allocated array): roof % = copy
@@ -17,7 +19,8 @@ kept: the least disturbed by other work on the machine.
   ops; their mean/rstd outputs are 1/M of that).
 - opforge runs through opforge.numpy with out= arrays (the C kernels; no
   allocation); "opforge/torch" is torch.ops.opforge.<op> (allocates, as
-  torch's own ops do).
+  torch's own ops do). Every array starts on a 64-byte line (NumPy's own
+  start on 16 bytes, which costs every library split vector stores).
 - Peers in their best configuration: torch's functional ops and, where aten
   has one, their .out variant (the backward: aten's backward ops called
   directly); JAX under jit (backward: the jitted VJP function of jax.nn /
@@ -62,6 +65,9 @@ def cpu_model() -> str:
 
 
 def child(rows: int, cols: int, threads: int, repeats: int, frameworks: list[str]) -> dict[str, Any]:
+    """Times the copies, opforge's ops and those of `frameworks` (the names
+    of the libraries this process runs: "opforge", "torch", "jax",
+    "tensorflow")."""
     cpus = sorted(os.sched_getaffinity(0))[:threads]
     os.sched_setaffinity(0, cpus)
     import opforge
@@ -70,29 +76,40 @@ def child(rows: int, cols: int, threads: int, repeats: int, frameworks: list[str
     opforge.set_num_threads(threads)
     rng = np.random.default_rng(0)
     shape = (rows, cols)
-    x = rng.standard_normal(shape, dtype=np.float32)
-    dy = rng.standard_normal(shape, dtype=np.float32)
-    w = rng.uniform(0.5, 1.5, cols).astype(np.float32)
-    b = rng.standard_normal(cols).astype(np.float32)
-    y, dx, ycopy = np.empty_like(x), np.empty_like(x), np.empty_like(x)
-    mean, rstd = np.empty(rows, np.float32), np.empty(rows, np.float32)
-    dw, db = np.empty(cols, np.float32), np.empty(cols, np.float32)
-    sm = onp.softmax(x)
-    lsm = onp.log_softmax(x)
+
+    def aligned(*shape: int) -> np.ndarray:
+        """An array whose data starts on a 64-byte line (NumPy's own start on 16 bytes)."""
+        raw = np.empty(int(np.prod(shape)) * 4 + 64, np.uint8)
+        start = -raw.ctypes.data % 64
+        return raw[start : start + int(np.prod(shape)) * 4].view(np.float32).reshape(shape)
+
+    x, dy, y, dx, ycopy = (aligned(*shape) for _ in range(5))
+    x[...] = rng.standard_normal(shape, dtype=np.float32)
+    dy[...] = rng.standard_normal(shape, dtype=np.float32)
+    w, b, dw, db = (aligned(cols) for _ in range(4))
+    w[...] = rng.uniform(0.5, 1.5, cols)
+    b[...] = rng.standard_normal(cols)
+    mean, rstd = aligned(rows), aligned(rows)
+    y[...], dx[...], ycopy[...] = 0, 0, 0
+    sm, lsm = aligned(*shape), aligned(*shape)
+    onp.softmax(x, out=sm)
+    onp.log_softmax(x, out=lsm)
     _, ln_mean, ln_rstd = onp.layer_norm(x, w, b)
     _, rms_rstd = onp.rms_norm(x, w, eps=1e-6)
 
-    ops: dict[str, dict[str, Impl]] = {
-        "copy": {"np.copyto": lambda: np.copyto(ycopy, x)},
-        "softmax": {"opforge": lambda: onp.softmax(x, out=y)},
-        "log_softmax": {"opforge": lambda: onp.log_softmax(x, out=y)},
-        "layer_norm": {"opforge": lambda: onp.layer_norm(x, w, b, out=(y, mean, rstd))},
-        "rms_norm": {"opforge": lambda: onp.rms_norm(x, w, eps=1e-6, out=(y, rstd))},
-        "softmax bwd": {"opforge": lambda: onp.softmax_grad(dy, sm, out=dx)},
-        "log_softmax bwd": {"opforge": lambda: onp.log_softmax_grad(dy, lsm, out=dx)},
-        "layer_norm bwd": {"opforge": lambda: onp.layer_norm_grad(x, ln_mean, ln_rstd, dy, w, out=(dx, dw, db))},
-        "rms_norm bwd": {"opforge": lambda: onp.rms_norm_grad(x, rms_rstd, dy, w, out=(dx, dw))},
-    }
+    names = ["copy", "softmax", "log_softmax", "layer_norm", "rms_norm", "softmax bwd", "log_softmax bwd",
+             "layer_norm bwd", "rms_norm bwd"]  # fmt: skip
+    ops: dict[str, dict[str, Impl]] = {name: {} for name in names}
+    ops["copy"]["np.copyto"] = lambda: np.copyto(ycopy, x)
+    if "opforge" in frameworks:
+        ops["softmax"]["opforge"] = lambda: onp.softmax(x, out=y)
+        ops["log_softmax"]["opforge"] = lambda: onp.log_softmax(x, out=y)
+        ops["layer_norm"]["opforge"] = lambda: onp.layer_norm(x, w, b, out=(y, mean, rstd))
+        ops["rms_norm"]["opforge"] = lambda: onp.rms_norm(x, w, eps=1e-6, out=(y, rstd))
+        ops["softmax bwd"]["opforge"] = lambda: onp.softmax_grad(dy, sm, out=dx)
+        ops["log_softmax bwd"]["opforge"] = lambda: onp.log_softmax_grad(dy, lsm, out=dx)
+        ops["layer_norm bwd"]["opforge"] = lambda: onp.layer_norm_grad(x, ln_mean, ln_rstd, dy, w, out=(dx, dw, db))
+        ops["rms_norm bwd"]["opforge"] = lambda: onp.rms_norm_grad(x, rms_rstd, dy, w, out=(dx, dw))
     versions: dict[str, str] = {"opforge": opforge.__version__, "numpy": np.__version__}
 
     if "torch" in frameworks:
@@ -266,7 +283,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=8192)
     parser.add_argument("--cols", type=int, default=4096)
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls of each op per round")
+    parser.add_argument("--rounds", type=int, default=3, help="turns of the libraries' processes")
     parser.add_argument("--frameworks", default="torch,jax,tensorflow")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -286,16 +304,24 @@ def main() -> None:
             # Freed memory stays with the process: a fresh large output costs no page faults (for every library).
             "GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736",
         })  # fmt: skip
-        command = [sys.executable, os.path.abspath(__file__), "--child", str(threads), "--rows", str(args.rows),
-                   "--cols", str(args.cols), "--repeats", str(args.repeats), "--frameworks", ",".join(frameworks)]  # fmt: skip
-        out = subprocess.run(command, env=env, capture_output=True, text=True)
-        if out.returncode != 0:
-            print(out.stderr[-3000:], file=sys.stderr)
-            sys.exit(f"bench_norms: the child for {threads} thread(s) failed")
-        result = json.loads(out.stdout.strip().splitlines()[-1])
+        merged: dict[str, Any] = {"threads": threads, "best": {}, "versions": {}}
+        for _ in range(args.rounds):
+            for library in ["opforge", *frameworks]:
+                command = [sys.executable, os.path.abspath(__file__), "--child", str(threads), "--rows", str(args.rows),
+                           "--cols", str(args.cols), "--repeats", str(args.repeats), "--frameworks", library]  # fmt: skip
+                out = subprocess.run(command, env=env, capture_output=True, text=True)
+                if out.returncode != 0:
+                    print(out.stderr[-3000:], file=sys.stderr)
+                    sys.exit(f"bench_norms: the {library} process for {threads} thread(s) failed")
+                result = json.loads(out.stdout.strip().splitlines()[-1])
+                merged["cpus"] = result["cpus"]
+                merged["versions"].update(result["versions"])
+                for op, times in result["best"].items():
+                    for name, t in times.items():
+                        merged["best"].setdefault(op, {})[name] = min(t, merged["best"].get(op, {}).get(name, t))
         if threads == int(args.threads.split(",")[0]):
-            print("versions: " + ", ".join(f"{k} {v}" for k, v in result["versions"].items()))
-        report(result, args.rows, args.cols)
+            print("versions: " + ", ".join(f"{k} {v}" for k, v in merged["versions"].items()))
+        report(merged, args.rows, args.cols)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@
  * accumulators are added up in block order into the output. So these sums,
  * too, do not depend on the thread count.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -150,8 +151,12 @@ static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call,
         const char *src = call->out[k - job->num_in];
         char *dst = a->base + off[k] * (int64_t)job->elem;
         const size_t bytes = (size_t)a->len * job->elem;
-        for (size_t at = 0; at < bytes; at += OPF_ROW_STREAM_BLOCK) {
-            const size_t len = bytes - at < OPF_ROW_STREAM_BLOCK ? bytes - at : OPF_ROW_STREAM_BLOCK;
+        /* Blocks end on the destination's 64-byte lines: only the row's first
+         * and last lines take the copy's plain stores. */
+        const size_t head = (64 - ((uintptr_t)dst & 63)) & 63;
+        for (size_t at = 0, len; at < bytes; at += len) {
+            len = at == 0 && head > 0 ? head + OPF_ROW_STREAM_BLOCK : OPF_ROW_STREAM_BLOCK;
+            len = bytes - at < len ? bytes - at : len;
             out_done += len;
             job->stream_copy(len, src + at, dst + at, fence && out_done == out_total);
             /* The share of the next row's inputs that goes with this block. */
@@ -183,16 +188,28 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
     opf_row_args call = {.attrs = job->attrs};
     /* The first rows streamed, timing the kernel and the stores apart; then
      * streaming goes on only if the kernel took less time than the stores
-     * (see the top of the file). */
-    const int64_t probe_end =
-        job->streaming && end - begin >= 4 * OPF_ROW_PROBE_ROWS ? begin + OPF_ROW_PROBE_ROWS : begin;
-    int streaming = job->streaming;
-    double kernel_time = 0, store_time = 0;
+     * (see the top of the file). Not streaming, rows that start off a 64-byte
+     * line are then timed stored in place (straddling lines) and computed in
+     * scratch and copied, and the faster goes on. */
+    const int probing = job->streaming && end - begin >= 16 * OPF_ROW_PROBE_ROWS;
+    const int64_t probe_end = probing ? begin + OPF_ROW_PROBE_ROWS : begin;
+    int64_t realign_probe_end = probe_end;
+    int streaming = job->streaming, realigning = 0;
+    double kernel_time = 0, store_time = 0, window_start = 0, in_place_time = 0;
     for (int64_t r = begin; r < end; r++) {
         int64_t off[2 * OPF_MAX_ARGS];
-        int streams = 0;
-        if (r == probe_end && probe_end > begin) {
+        int streams = 0, realigned = 0;
+        if (r == probe_end && probing) {
             streaming = kernel_time < store_time;
+            realign_probe_end = streaming ? probe_end : probe_end + 4 * OPF_ROW_PROBE_ROWS;
+            window_start = opf_row_seconds();
+        } else if (r < realign_probe_end && r == probe_end + 2 * OPF_ROW_PROBE_ROWS) {
+            const double now = opf_row_seconds();
+            in_place_time = now - window_start;
+            window_start = now;
+            realigning = 1;
+        } else if (r == realign_probe_end && realign_probe_end > probe_end) {
+            realigning = opf_row_seconds() - window_start < in_place_time;
         }
         const int timed = r < probe_end;
         for (int32_t k = 0; k < count; k++) {
@@ -204,8 +221,15 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
             } else if (a->t != NULL) {
                 off[k] = opf_row_offset(job, a, index);
                 streams |= a->stream && streaming;
-                if (a->contiguous_rows && !(a->stream && streaming)) {
-                    ptr = a->base + off[k] * (int64_t)job->elem;
+                char *row = a->base + off[k] * (int64_t)job->elem;
+                /* A row of an output not streamed that does not start on a
+                 * 64-byte line is computed in scratch and copied: the kernel's
+                 * vector stores would each straddle two lines (NumPy's arrays
+                 * start on 16 bytes). */
+                const int realign = realigning && a->stream && !streaming && ((uintptr_t)row & 63) != 0;
+                realigned |= realign;
+                if (a->contiguous_rows && !(a->stream && streaming) && !realign) {
+                    ptr = row;
                 } else {
                     ptr = a->len > 0 ? scratch + a->scratch_at : NULL; /* an empty row takes no scratch */
                     if (k < job->num_in) {
@@ -234,6 +258,12 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         if (timed) {
             kernel_time += t1 - t0;
             store_time += opf_row_seconds() - t1;
+        }
+        for (int32_t k = job->num_in; realigned && k < count; k++) {
+            const opf_row_arg *a = &job->args[k];
+            if (a->t != NULL && a->stream && a->len > 0) {
+                memcpy(a->base + off[k] * (int64_t)job->elem, call.out[k - job->num_in], (size_t)a->len * job->elem);
+            }
         }
         for (int32_t k = job->num_in; k < count; k++) {
             const opf_row_arg *a = &job->args[k];

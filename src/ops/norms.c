@@ -105,11 +105,11 @@ NORMS_MAX_FN(norms_max_f64, double, 16)
 enum { NORMS_LANES = 16 }; /* partial sums of the exponentials */
 
 /* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
- * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c),
- * and the chunk's sum, in 16 partial sums added pairwise (no pass of its own).
+ * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c)
+ * (when `store`), and the chunk's sum, in 16 partial sums added pairwise (no pass of its own).
  * The row is read from memory once, a chunk at a time. Leaves the chunks'
  * shifts, sums and the row's maximum m (NaN ignored). */
-#define NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m)                                                             \
+#define NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, store)                                                      \
     for (int64_t at_ = 0, k_ = 0; at_ < (n); at_ += (chunk), k_++) {                                                   \
         const int64_t len_ = (n)-at_ < (chunk) ? (n)-at_ : (chunk);                                                    \
         const T c_ = NORMS_MAX(len_, (x) + at_);                                                                       \
@@ -126,7 +126,9 @@ enum { NORMS_LANES = 16 }; /* partial sums of the exponentials */
         for (; i_ + NORMS_LANES <= len_; i_ += NORMS_LANES) {                                                          \
             for (int j_ = 0; j_ < NORMS_LANES; j_++) {                                                                 \
                 const T e_ = NORMS_EXP(xc_[i_ + j_] - s_);                                                             \
-                yc_[i_ + j_] = e_;                                                                                     \
+                if (store) {                                                                                           \
+                    yc_[i_ + j_] = e_;                                                                                 \
+                }                                                                                                      \
                 acc_[j_] = acc_[j_] + e_;                                                                              \
             }                                                                                                          \
         }                                                                                                              \
@@ -138,7 +140,9 @@ enum { NORMS_LANES = 16 }; /* partial sums of the exponentials */
         T t_ = acc_[0];                                                                                                \
         for (; i_ < len_; i_++) {                                                                                      \
             const T e_ = NORMS_EXP(xc_[i_] - s_);                                                                      \
-            yc_[i_] = e_;                                                                                              \
+            if (store) {                                                                                               \
+                yc_[i_] = e_;                                                                                          \
+            }                                                                                                          \
             t_ = t_ + e_;                                                                                              \
         }                                                                                                              \
         (sum)[k_] = t_;                                                                                                \
@@ -153,7 +157,7 @@ enum { NORMS_LANES = 16 }; /* partial sums of the exponentials */
 OPF_ROW_KERNEL(softmax, (x), (y), {
     const int64_t chunk = NORMS_CHUNK(n);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
-    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m)
+    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 1)
     T total = 0;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
         total += sum[k] * opf_exp(shift[k] - m);
@@ -201,11 +205,11 @@ OPF_ROW_KERNEL(softmax_grad_grad, (ddx, dy, y), (gdy, gy, jy), {
 })
 
 /* y = (x - max) - log(sum(exp(x - max))), the sum from the chunks' sums of
- * exp(x - c) (y's row holds those first). */
+ * exp(x - c). */
 OPF_ROW_KERNEL(log_softmax, (x), (y), {
     const int64_t chunk = NORMS_CHUNK(n);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
-    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m)
+    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 0)
     T total = 0;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
         total += sum[k] * opf_exp(shift[k] - m);
