@@ -328,7 +328,11 @@ typedef struct opf_eltwise_kernel {
  * elements (the dims after its "..."), or the whole input, contiguous, for an
  * input declared without "..." (the same for every row); NULL when an optional
  * input is absent. out[j] is output j's row of out_len[j] contiguous
- * elements. Rows never overlap each other or the inputs. */
+ * elements, or, for an output declared without "..." ("dw[M]": a sum over the
+ * rows), an accumulator of the whole output that the kernel adds its row's
+ * part to (it starts at zero; the row engine adds up the accumulators of its
+ * blocks of rows); NULL when an optional output is not wanted. Rows never
+ * overlap each other or the inputs. */
 typedef struct opf_row_args {
     const void *in[OPF_MAX_ARGS];
     int64_t in_len[OPF_MAX_ARGS];
@@ -712,6 +716,14 @@ opf_error(opf_status status, const char *fmt, ...);
  *
  *   OPF_ROW_KERNEL(rowsum, (x), (y), y[0] = opf_sum(n, x);)
  *
+ * opf_sum(n, p), opf_max(n, p) and opf_dot(n, a, b) are vectorized
+ * reductions over n contiguous elements, in a fixed order (every ISA build
+ * gives the same bits). An output declared without "..." (e.g.
+ * "layer_norm_grad(dy[..., M], ...) -> (dx[..., M], dw[M])") is a sum over
+ * the rows: the body adds its row's part to it (dw[i] += dy[i] * ...), never
+ * assigns it; opforge zeroes it and adds the parts of all rows in an order
+ * that does not depend on the thread count.
+ *
  * Both are built with -O3 by `opforge build` (pass -O3 yourself otherwise:
  * GCC's -O2 vectorizes less).
  *
@@ -781,6 +793,12 @@ opf_error(opf_status status, const char *fmt, ...);
 #else
 #define OPF_INLINE static inline
 #endif
+
+/* Before a loop of a row kernel's body: the arrays it writes overlap none it
+ * reads (a row kernel's rows never overlap each other or its inputs), so the
+ * compiler vectorizes it without run-time overlap checks, which GCC gives up
+ * on past ten pairs of arrays (a loop reading three rows and writing three). */
+#define OPF_SIMD_LOOP OPF__SIMD_LOOP
 
 /* A helper function that kernel bodies call: inline, and in a file compiled
  * by nvcc, for the host and the device. */
@@ -971,16 +989,48 @@ OPF__REDUCE_FN(opf__sum_f64, double, 16, 0.0, a + v)
 OPF__REDUCE_FN(opf__max_f32, float, 32, -__builtin_inff(), (v > a || v != v) ? v : a)
 OPF__REDUCE_FN(opf__max_f64, double, 16, -__builtin_inf(), (v > a || v != v) ? v : a)
 
-/* Sum and maximum of x[0 .. n): opf_sum(n, x), opf_max(n, x) (-inf when n == 0). */
+/* The dot product: the lanes of opf_sum, each adding the products a[i] * b[i]. */
+#define OPF__DOT_FN(fn, type, lanes)                                                                                   \
+    OPF__REDUCE_INLINE type fn(int64_t n, const type *a, const type *b) {                                                    \
+        type acc[lanes];                                                                                               \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            acc[j] = 0;                                                                                                \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                acc[j] = acc[j] + a[i + j] * b[i + j];                                                                 \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
+            for (int j = 0; j < h; j++) {                                                                              \
+                acc[j] = acc[j] + acc[j + h];                                                                          \
+            }                                                                                                          \
+        }                                                                                                              \
+        type s = acc[0];                                                                                               \
+        for (; i < n; i++) {                                                                                           \
+            s = s + a[i] * b[i];                                                                                       \
+        }                                                                                                              \
+        return s;                                                                                                      \
+    }
+OPF__DOT_FN(opf__dot_f32, float, 32)
+OPF__DOT_FN(opf__dot_f64, double, 16)
+
+/* Sum and maximum of x[0 .. n): opf_sum(n, x), opf_max(n, x) (-inf when n == 0);
+ * the dot product of a[0 .. n) and b[0 .. n): opf_dot(n, a, b) (0 when n == 0). */
 #if !defined(__cplusplus)
 #define opf_sum(n, x) _Generic((x), const float * : opf__sum_f32, float * : opf__sum_f32, default : opf__sum_f64)(n, x)
 #define opf_max(n, x) _Generic((x), const float * : opf__max_f32, float * : opf__max_f32, default : opf__max_f64)(n, x)
+#define opf_dot(n, a, b)                                                                                               \
+    _Generic((a), const float * : opf__dot_f32, float * : opf__dot_f32, default : opf__dot_f64)(n, a, b)
 #else
 extern "C++" {
 OPF__REDUCE_INLINE float opf_sum(int64_t n, const float *x) { return opf__sum_f32(n, x); }
 OPF__REDUCE_INLINE double opf_sum(int64_t n, const double *x) { return opf__sum_f64(n, x); }
 OPF__REDUCE_INLINE float opf_max(int64_t n, const float *x) { return opf__max_f32(n, x); }
 OPF__REDUCE_INLINE double opf_max(int64_t n, const double *x) { return opf__max_f64(n, x); }
+OPF__REDUCE_INLINE float opf_dot(int64_t n, const float *a, const float *b) { return opf__dot_f32(n, a, b); }
+OPF__REDUCE_INLINE double opf_dot(int64_t n, const double *a, const double *b) { return opf__dot_f64(n, a, b); }
 }
 #endif
 

@@ -203,7 +203,10 @@ class _Op:
         self.outputs_read = frozenset(
             source.index for rule in op.grads for source in rule.sources if source.kind == "output"
         )
-        batched = all(arg.core_dims is not None for arg in op.inputs)
+        # One call over a vmapped batch: every input has "..." and every output
+        # too (an output without "..." is a sum over all the rows: the batch's
+        # would be added up).
+        batched = all(arg.core_dims is not None for arg in (*op.inputs, *op.outputs))
         self.vmap_method = "broadcast_all" if op.elementwise or batched else "sequential"
         self.alias_outputs = op.elementwise and os.environ.get("OPFORGE_JAX_ALIAS", "1") == "1"
         self.signature = self._make_signature()

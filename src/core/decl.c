@@ -496,12 +496,8 @@ static int opf_kind_rules(opf_parser *p, opf_op_def *row, const opf_parsed *pars
         if (mutated > 0) {
             return opf_parse_fail(p, "a row-wise op writes its outputs, not its inputs");
         }
-        for (int32_t o = 0; o < row->num_outputs; o++) {
-            if (!parsed->out[o].ellipsis) {
-                return opf_parse_fail(p, "output '%s' of a row-wise op needs '...' (one row per input row)",
-                                      row->outputs[o].name);
-            }
-        }
+        /* An output without "..." is a sum over the rows (the row engine's
+         * accumulators); one with "..." has a row per row. */
         row->row = k;
     } else {
         row->compute = decl->compute;
@@ -757,6 +753,14 @@ static opf_status opf_resolve_row(opf_resolved *r, const opf_ops_decl *decl, int
                                : row->attrs[i - row->num_inputs - row->num_outputs].name;
         if (!opf_is_identifier(name)) {
             ok = opf_parse_fail(&p, "name '%s' must be lower_snake_case", name);
+        }
+    }
+    /* Optional inputs come last: frameworks take arguments with defaults
+     * after those without (a torch schema refuses "x?, y"). */
+    for (int32_t i = 1; ok && i < row->num_inputs; i++) {
+        if ((row->inputs[i - 1].flags & OPF_ARG_OPTIONAL) && !(row->inputs[i].flags & OPF_ARG_OPTIONAL)) {
+            ok = opf_parse_fail(&p, "required input '%s' follows optional input '%s' (optional inputs come last)",
+                                row->inputs[i].name, row->inputs[i - 1].name);
         }
     }
     ok = ok && opf_kind_rules(&p, row, parsed, d) && opf_input_checks(&p, row, parsed);

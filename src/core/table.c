@@ -317,14 +317,18 @@ static opf_status opf_validate_engine(const opf_op_def *op) {
                             "and checks tying the leading dims of its batched inputs together",
                             op->name, (int)in[0].core_dims);
         }
+        /* A batched output has the leading dims of a batched input; an
+         * unbatched one (a sum over the rows) any shape its rule gives. */
         for (int32_t o = 0; o < op->num_outputs; o++) {
             const opf_shape_rule *r = &op->output_shapes[o];
-            int ok = (op->outputs[o].flags & OPF_ARG_BATCHED) && r->kind != OPF_SHAPE_DIMS && batched[r->like] &&
-                     (r->kind == OPF_SHAPE_LIKE || r->drop == in[r->like].core_dims);
+            int ok = (op->outputs[o].flags & OPF_ARG_BATCHED)
+                         ? r->kind != OPF_SHAPE_DIMS && batched[r->like] &&
+                               (r->kind == OPF_SHAPE_LIKE || r->drop == in[r->like].core_dims)
+                         : r->kind == OPF_SHAPE_DIMS;
             if (!ok) {
                 return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
                                 "op '%s': output '%s' of a row-wise row must be batched, with the leading dims of a "
-                                "batched input",
+                                "batched input, or unbatched (a sum over the rows) with a shape of its own dims",
                                 op->name, op->outputs[o].name);
             }
         }

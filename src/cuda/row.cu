@@ -223,6 +223,11 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
             continue;
         }
         const bool batched = (def->flags & OPF_ARG_BATCHED) != 0;
+        if (!input && !batched) { /* a sum over rows: one thread per row would race on it */
+            return opf_fail(OPF_E_UNSUPPORTED, label,
+                            "output %s is a sum over rows, which the CUDA build of a row kernel does not compute yet",
+                            def->name);
+        }
         const int32_t core = batched ? t->ndim - batch_rank : t->ndim;
         int64_t len = 1;
         for (int32_t d = t->ndim - core; d < t->ndim; d++) {

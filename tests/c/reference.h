@@ -168,4 +168,159 @@ static inline void ref_dense_db(size_t N, size_t M, const double *dz, double eps
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Row-wise ops over the last axis (one row of m values, in double)          */
+/* ------------------------------------------------------------------------ */
+
+/* The row's maximum, and whether the row is NaN throughout under
+ * torch.softmax's rules: it holds +inf or NaN, or only -inf (or nothing). */
+static inline double ref_row_max(size_t m, const double *x, int *nan_row) {
+    double mx = -INFINITY;
+    int special = 0;
+    for (size_t i = 0; i < m; i++) {
+        special |= isnan(x[i]) || x[i] == INFINITY;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    *nan_row = special || mx == -INFINITY;
+    return mx;
+}
+
+/* softmax: exp(x - max) / sum. */
+static inline void ref_softmax_row(size_t m, const double *x, double *y) {
+    int nan_row;
+    const double mx = ref_row_max(m, x, &nan_row);
+    double sum = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        sum += exp(x[i] - mx);
+    }
+    for (size_t i = 0; i < m; i++) {
+        y[i] = nan_row ? NAN : exp(x[i] - mx) / sum;
+    }
+}
+
+/* log_softmax: (x - max) - log(sum(exp(x - max))). */
+static inline void ref_log_softmax_row(size_t m, const double *x, double *y) {
+    int nan_row;
+    const double mx = ref_row_max(m, x, &nan_row);
+    double sum = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        sum += exp(x[i] - mx);
+    }
+    for (size_t i = 0; i < m; i++) {
+        y[i] = nan_row ? NAN : (x[i] - mx) - log(sum);
+    }
+}
+
+/* Vector-Jacobian products through the Jacobians written out element by
+ * element: dx_i = sum_j dy_j * d(y_j)/d(x_i), with y the forward output. */
+static inline void ref_softmax_grad_row(size_t m, const double *dy, const double *y, double *dx) {
+    for (size_t i = 0; i < m; i++) {
+        double acc = 0.0;
+        for (size_t j = 0; j < m; j++) {
+            acc += dy[j] * y[j] * ((i == j ? 1.0 : 0.0) - y[i]); /* d(y_j)/d(x_i) = y_j (delta_ij - y_i) */
+        }
+        dx[i] = acc;
+    }
+}
+static inline void ref_log_softmax_grad_row(size_t m, const double *dy, const double *y, double *dx) {
+    for (size_t i = 0; i < m; i++) {
+        double acc = 0.0;
+        for (size_t j = 0; j < m; j++) {
+            acc += dy[j] * ((i == j ? 1.0 : 0.0) - exp(y[i])); /* d(y_j)/d(x_i) = delta_ij - softmax_i */
+        }
+        dx[i] = acc;
+    }
+}
+
+/* layer_norm: mean, biased variance var, rstd = 1 / sqrt(var + eps), y =
+ * (x - mean) rstd w + b (w, b NULL: ones, zeros). An empty row has mean 0
+ * and rstd NaN (as torch.native_layer_norm). */
+static inline void ref_layer_norm_row(size_t m, const double *x, const double *w, const double *b, double eps,
+                                      double *y, double *mean, double *rstd) {
+    double s = 0.0, v = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        s += x[i];
+    }
+    const double mu = m > 0 ? s / (double)m : 0.0;
+    for (size_t i = 0; i < m; i++) {
+        v += (x[i] - mu) * (x[i] - mu);
+    }
+    const double r = m > 0 ? 1.0 / sqrt(v / (double)m + eps) : NAN;
+    for (size_t i = 0; i < m; i++) {
+        y[i] = (x[i] - mu) * r * (w ? w[i] : 1.0) + (b ? b[i] : 0.0);
+    }
+    *mean = mu;
+    *rstd = r;
+}
+
+/* Gradients of layer_norm's row by the chain rule through mean and rstd,
+ * Jacobians written out (O(m^2)): dx_i = sum_j dy_j w_j d(xh_j)/d(x_i) +
+ * dmean d(mean)/d(x_i) + drstd d(rstd)/d(x_i); the row's parts of dw and db
+ * are added to dw_acc, db_acc (each may be NULL). */
+static inline void ref_layer_norm_grad_row(size_t m, const double *dy, const double *x, const double *w, double eps,
+                                           double dmean, double drstd, double *dx, double *dw_acc, double *db_acc) {
+    double s = 0.0, v = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        s += x[i];
+    }
+    const double mu = s / (double)m;
+    for (size_t i = 0; i < m; i++) {
+        v += (x[i] - mu) * (x[i] - mu);
+    }
+    const double r = 1.0 / sqrt(v / (double)m + eps);
+    for (size_t i = 0; i < m; i++) {
+        const double dr_dxi = -r * r * r * (x[i] - mu) / (double)m; /* d(var)/d(x_i) = 2 (x_i - mu) / m */
+        double acc = dmean / (double)m + drstd * dr_dxi;
+        for (size_t j = 0; j < m; j++) {
+            const double dxh = ((i == j ? 1.0 : 0.0) - 1.0 / (double)m) * r + (x[j] - mu) * dr_dxi;
+            acc += dy[j] * (w ? w[j] : 1.0) * dxh;
+        }
+        dx[i] = acc;
+    }
+    for (size_t j = 0; j < m; j++) {
+        if (dw_acc) {
+            dw_acc[j] += dy[j] * (x[j] - mu) * r;
+        }
+        if (db_acc) {
+            db_acc[j] += dy[j];
+        }
+    }
+}
+
+/* rms_norm: rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd w (w NULL: ones).
+ * eps < 0 means the machine epsilon of the library's dtype (eps_dtype). */
+static inline void ref_rms_norm_row(size_t m, const double *x, const double *w, double eps, double *y, double *rstd) {
+    double ss = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        ss += x[i] * x[i];
+    }
+    const double r = 1.0 / sqrt(ss / (double)m + eps);
+    for (size_t i = 0; i < m; i++) {
+        y[i] = x[i] * r * (w ? w[i] : 1.0);
+    }
+    *rstd = r;
+}
+
+/* Gradients of rms_norm's row (Jacobians written out, rstd's cotangent
+ * drstd included); the row's part of dw is added to dw_acc (may be NULL). */
+static inline void ref_rms_norm_grad_row(size_t m, const double *dy, const double *x, const double *w, double eps,
+                                         double drstd, double *dx, double *dw_acc) {
+    double ss = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        ss += x[i] * x[i];
+    }
+    const double r = 1.0 / sqrt(ss / (double)m + eps);
+    for (size_t i = 0; i < m; i++) {
+        const double dr_dxi = -r * r * r * x[i] / (double)m;
+        double acc = drstd * dr_dxi;
+        for (size_t j = 0; j < m; j++) {
+            acc += dy[j] * (w ? w[j] : 1.0) * ((i == j ? r : 0.0) + x[j] * dr_dxi);
+        }
+        dx[i] = acc;
+    }
+    for (size_t j = 0; dw_acc && j < m; j++) {
+        dw_acc[j] += dy[j] * x[j] * r;
+    }
+}
+
 #endif

@@ -51,4 +51,64 @@ def samples(name: str, dtype: torch.dtype, requires_grad: bool = False) -> list[
             ((dy, x, w, None, None, ddw), {"output_mask": [True, True, False]}),
             ((dy, x, w, y, ddx, None, ddb), {"activation": "relu", "output_mask": [False, False, True]}),
         ]
+    if name in ("softmax", "log_softmax"):
+        return [((R(3, 5),), {}), ((R(4, 3, 6).transpose(0, 2),), {}), ((R(7),), {})]
+    if name in ("softmax_grad", "log_softmax_grad"):
+        y = torch.softmax(R(3, 5, seed=1).detach(), -1)
+        y = (y if name == "softmax_grad" else y.log()).requires_grad_(requires_grad)
+        return [((R(3, 5), y), {})]
+    if name == "softmax_grad_grad":
+        y = torch.softmax(R(3, 5, seed=1).detach(), -1).requires_grad_(requires_grad)
+        return [((R(3, 5, seed=2), R(3, 5), y), {}), ((R(3, 5, seed=2), R(3, 5), y), {"output_mask": [False, True, False]})]
+    if name == "log_softmax_grad_grad":
+        y = torch.log_softmax(R(3, 5, seed=1).detach(), -1).requires_grad_(requires_grad)
+        return [((R(3, 5, seed=2), y, R(3, 5)), {}), ((R(3, 5, seed=2), y), {"output_mask": [True, False]})]
+    w = (1.0 + 0.1 * _r(5, dtype=dtype, seed=9)).requires_grad_(requires_grad)
+    stats = torch.ops.opforge.layer_norm(_r(3, 5, dtype=dtype, seed=1), None, None)
+    mean, rstd = (t.detach().requires_grad_(requires_grad) for t in stats[1:])
+    rms_rstd = torch.ops.opforge.rms_norm(_r(3, 5, dtype=dtype, seed=1), None)[1].detach().requires_grad_(requires_grad)
+    if name == "rms_norm":
+        return [((R(3, 5), w), {"eps": 1e-3}), ((R(2, 6).t(),), {}), ((R(4, 3, 5), w), {})]
+    if name == "layer_norm":
+        return [((R(3, 5), w, R(5, seed=3)), {"eps": 1e-3}), ((R(2, 6).t(),), {}), ((R(4, 3, 5), None, R(5)), {})]
+    x = R(3, 5, seed=1)
+    if name == "rms_norm_grad":
+        return [
+            ((x, rms_rstd, R(3, 5), w, R(3, seed=4)), {}),
+            ((x, rms_rstd, R(3, 5)), {"output_mask": [True, False]}),
+            ((x, rms_rstd, None, w, R(3, seed=4)), {}),
+        ]
+    if name == "layer_norm_grad":
+        return [
+            ((x, mean, rstd, R(3, 5), w, R(3, seed=4), R(3, seed=5)), {}),
+            ((x, mean, rstd, R(3, 5)), {"output_mask": [True, False, True]}),
+            ((x, mean, rstd, None, w, R(3, seed=4)), {}),
+        ]
+    if name == "rms_norm_grad_grad":
+        return [
+            ((x, rms_rstd, R(3, 5), w, R(3, seed=4), R(3, 5, seed=6), R(5, seed=7)), {}),
+            ((x, rms_rstd, R(3, 5), None, None, R(3, 5, seed=6)), {"output_mask": [True, True, True, False, False]}),
+        ]
+    if name == "rms_norm_grad_jvp":
+        return [
+            ((x, rms_rstd, R(3, 5), w, R(3, seed=4), R(3, 5, seed=6), R(3, seed=7), R(5, seed=8)), {}),
+            ((x, rms_rstd, R(3, 5), None, None, R(3, 5, seed=6)), {"output_mask": [True, False]}),
+        ]
+    if name == "layer_norm_grad_grad":
+        return [
+            ((x, mean, rstd, R(3, 5), w, R(3, seed=4), R(3, seed=5), R(3, 5, seed=6)), {}),
+            ((x, mean, rstd, R(3, 5), None, None, None, R(3, 5, seed=6)),
+             {"output_mask": [True, True, True, True, False, False, False]}),
+        ]  # fmt: skip
+    if name == "layer_norm_grad_grad_affine":
+        return [
+            ((x, mean, rstd, R(3, 5), R(5, seed=7), R(5, seed=8)), {}),
+            ((x, mean, rstd, R(3, 5), R(5, seed=7)), {"output_mask": [True, True, False, False]}),
+        ]
+    if name in ("layer_norm_grad_jvp", "layer_norm_grad_jvp_stats"):
+        tangents = (R(3, 5, seed=6), R(5, seed=7)) if name == "layer_norm_grad_jvp" else (R(3, seed=6), R(3, seed=7))
+        return [
+            ((x, mean, rstd, R(3, 5), w, R(3, seed=4), *tangents), {}),
+            ((x, mean, rstd, R(3, 5), None, None, tangents[0]), {"output_mask": [True, False]}),
+        ]
     raise KeyError(f"no samples for op {name!r}: add some to tests/torch/samples.py")
