@@ -196,8 +196,10 @@ typedef enum opf_check_kind {
     OPF_CHECK_DIM_EQ = 3,     /* dim a_dim of input a == dim b_dim of input b */
     OPF_CHECK_MIN_RANK = 4,   /* input a has rank `rank` or more */
     OPF_CHECK_DIM_IS = 5,     /* dim a_dim of input a == `rank` (a literal size) */
-    OPF_CHECK_BATCH_EQ = 6    /* input a without its last a_dim dims has the shape of
+    OPF_CHECK_BATCH_EQ = 6,   /* input a without its last a_dim dims has the shape of
                                  input b without its last b_dim dims ("..." in a signature) */
+    OPF_CHECK_BROADCAST = 7   /* inputs a and b broadcast together (NumPy's rules: dims
+                                 aligned from the end, each pair equal or one of them 1) */
 } opf_check_kind;
 
 typedef struct opf_check {
@@ -210,10 +212,16 @@ typedef struct opf_check {
 /* How an output's shape follows from the inputs' shapes. */
 typedef enum opf_shape_kind {
     OPF_SHAPE_NONE = 0,
-    OPF_SHAPE_LIKE = 1, /* the shape of input `like` */
-    OPF_SHAPE_DIMS = 2, /* rank `rank`; dim d is dim dims[d].dim of input dims[d].input */
-    OPF_SHAPE_BATCH = 3 /* the dims of input `like` but its last `drop`, then `rank`
-                           dims as OPF_SHAPE_DIMS ("y[..., N]" in a signature) */
+    OPF_SHAPE_LIKE = 1,      /* the shape of input `like` */
+    OPF_SHAPE_DIMS = 2,      /* rank `rank`; dim d is dim dims[d].dim of input dims[d].input */
+    OPF_SHAPE_BATCH = 3,     /* the dims of input `like` but its last `drop`, then `rank`
+                                dims as OPF_SHAPE_DIMS ("y[..., N]" in a signature) */
+    OPF_SHAPE_BROADCAST = 4, /* the broadcast (NumPy's rules) of the inputs dims[0 .. rank).input
+                                ("y[broadcast(a, b)]"); an absent optional one is left out */
+    OPF_SHAPE_SUM_TO = 5     /* the shape of input `like`, on an elementwise row that
+                                broadcasts: the kernel runs over the broadcast of all the
+                                row's inputs and this output is its result summed over the
+                                dims along which `like` is broadcast ("y[sum_to(like)]") */
 } opf_shape_kind;
 
 /* A dim of an output: dim `dim` of input `input`, or, with input == -1, the

@@ -17,6 +17,10 @@
 #include "cuda_kernels.h"
 #include "cuda_util.h"
 
+extern "C" {
+#include "engines.h"
+}
+
 namespace {
 
 int64_t opf_abs64(int64_t v) { return v < 0 ? -v : v; }
@@ -110,6 +114,22 @@ extern "C" opf_status opf_cuda_eltwise_run(const char *label, const opf_op_def *
     if (num_in != kernel->num_inputs || count - num_in != kernel->num_outputs) {
         return opf_fail(OPF_E_INTERNAL, label, "the row has %d inputs and %d outputs, its kernel %d and %d",
                         (int)num_in, (int)(count - num_in), (int)kernel->num_inputs, (int)kernel->num_outputs);
+    }
+    /* A row that broadcasts: every operand as a view of the iteration shape
+     * (as on the CPU). An output summed over broadcast dims has no CUDA path
+     * yet. */
+    opf_ew_views views;
+    if (op->num_outputs > 0 && opf_eltwise_views(num_in, count, operands, &views)) {
+        for (int32_t k = num_in; k < count; k++) {
+            for (int32_t d = 0; d < operands[k]->ndim; d++) {
+                if (operands[k]->shape[d] != 1 && opf_tensor_stride(operands[k], d) == 0) {
+                    return opf_fail(OPF_E_UNSUPPORTED, label,
+                                    "%s is summed over broadcast dims, which has no CUDA kernel yet (inputs of the "
+                                    "output's shape run on CUDA)",
+                                    op->outputs[k - num_in].name);
+                }
+            }
+        }
     }
     const opf_tensor *y = operands[num_in];
     const int64_t n = opf_tensor_numel(y);
