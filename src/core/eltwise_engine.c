@@ -96,32 +96,34 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* n elements of `elem` bytes from `stride` elements apart into dst; a zero
- * stride (a broadcast input) fills dst with one value. */
+ * stride (a broadcast input) fills dst with one value. Loops of a constant
+ * count, which the compiler vectorizes at -O2. */
+#define OPF_EW_GATHER(T)                                                                                               \
+    do {                                                                                                               \
+        const T *s = (const T *)src;                                                                                   \
+        T *d = (T *)dst, v = s[0];                                                                                     \
+        int64_t i = 0;                                                                                                 \
+        if (stride == 0) {                                                                                             \
+            for (; i + 16 <= n; i += 16) {                                                                             \
+                for (int j = 0; j < 16; j++) {                                                                         \
+                    d[i + j] = v;                                                                                      \
+                }                                                                                                      \
+            }                                                                                                          \
+            for (; i < n; i++) {                                                                                       \
+                d[i] = v;                                                                                              \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            for (; i < n; i++) {                                                                                       \
+                d[i] = s[i * stride];                                                                                  \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+
 static void opf_ew_gather(size_t elem, int64_t n, const char *src, int64_t stride, char *dst) {
     if (elem == sizeof(float)) {
-        const float *s = (const float *)src;
-        float *d = (float *)dst, v = s[0];
-        if (stride == 0) {
-            for (int64_t i = 0; i < n; i++) {
-                d[i] = v;
-            }
-        } else {
-            for (int64_t i = 0; i < n; i++) {
-                d[i] = s[i * stride];
-            }
-        }
-        return;
-    }
-    const double *s = (const double *)src;
-    double *d = (double *)dst, v = s[0];
-    if (stride == 0) {
-        for (int64_t i = 0; i < n; i++) {
-            d[i] = v;
-        }
+        OPF_EW_GATHER(float);
     } else {
-        for (int64_t i = 0; i < n; i++) {
-            d[i] = s[i * stride];
-        }
+        OPF_EW_GATHER(double);
     }
 }
 
@@ -328,8 +330,9 @@ static void opf_ew_zero(const opf_tensor *t) {
  *
  * The iteration space (merged, ordered by the most complete input) is cut
  * along one dim into chunks whose number depends only on the shapes, never
- * on the thread count. Each chunk runs the kernel a block of the innermost
- * dim at a time and adds each summed output's block into an accumulator of
+ * on the thread count. Each chunk runs the kernel a tile at a time (a block
+ * of the innermost dim, or, when that dim is short, as many of its rows as
+ * fill a block) and adds each summed output's tile into an accumulator of
  * doubles (one per chunk, over the output's elements in the chunk): a
  * float32 sum of many elements stays accurate. When the cut dim is one
  * every summed output keeps, chunks own disjoint outputs and store their
@@ -338,90 +341,243 @@ static void opf_ew_zero(const opf_tensor *t) {
  * way the result does not depend on the number of threads. */
 
 enum {
-    OPF_EW_MAX_CHUNKS = 64,         /* chunks of a reduction at most */
-    OPF_EW_MIN_SEGMENT = 4096,      /* elements a chunk walks contiguously at least, when cut along an inner dim */
-    OPF_EW_PARTIAL_BUDGET = 1 << 22 /* elements of partial sums allowed beyond the input's */
+    OPF_EW_MAX_CHUNKS = 64,      /* chunks of a reduction at most */
+    OPF_EW_MIN_SEGMENT = 512,    /* elements a chunk walks contiguously at least, when cut along an inner dim */
+    OPF_EW_PARTIAL_SHARE = 4,    /* partial sums take at most 1/4 of the elements the call reads */
+    OPF_EW_PARTIAL_MIN = 1 << 16 /* ... or this many, for small calls */
 };
+
+/* acc[r*acc_row + i*acc_col] += x[r*n + i] for r < rows, i < n: a tile of
+ * the kernel's output added into an accumulator. Written with vectors of 8
+ * doubles (GCC's and clang's vector extensions, which keep them in
+ * registers), one build per ISA level; every build adds in the same order,
+ * so they give the same bits. */
+typedef void (*opf_ew_acc_fn)(int64_t rows, int64_t n, const void *x, double *acc, int64_t acc_row, int64_t acc_col);
+
+typedef double opf_v8d __attribute__((vector_size(64)));
+typedef float opf_v8f __attribute__((vector_size(32)));
+
+/* dst = 8 elements at p, as doubles (macros: a function returning a vector
+ * would change the ABI between the ISA builds). */
+#define OPF_LOAD8_F32(dst, p)                                                                                          \
+    do {                                                                                                               \
+        opf_v8f opf__v;                                                                                                \
+        memcpy(&opf__v, (p), sizeof opf__v);                                                                           \
+        (dst) = __builtin_convertvector(opf__v, opf_v8d);                                                              \
+    } while (0)
+#define OPF_LOAD8_F64(dst, p) memcpy(&(dst), (p), sizeof(dst))
+
+/* The row sums of a tile (at most OPF_EW_BLOCK elements): 32 partial sums
+ * in the dtype (float32 lanes add at most OPF_EW_BLOCK / 32 elements each,
+ * then go to double), combined in a fixed order. */
+#define OPF_EW_ROWSUM_F32(sum, x, n, i)                                                                                \
+    do {                                                                                                               \
+        opf_v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, v0, v1, v2, v3;                                                \
+        for (; i + 32 <= n; i += 32) {                                                                                 \
+            memcpy(&v0, x + i, sizeof v0);                                                                             \
+            memcpy(&v1, x + i + 8, sizeof v1);                                                                         \
+            memcpy(&v2, x + i + 16, sizeof v2);                                                                        \
+            memcpy(&v3, x + i + 24, sizeof v3);                                                                        \
+            s0 += v0;                                                                                                  \
+            s1 += v1;                                                                                                  \
+            s2 += v2;                                                                                                  \
+            s3 += v3;                                                                                                  \
+        }                                                                                                              \
+        opf_v8d d0 = __builtin_convertvector(s0, opf_v8d) + __builtin_convertvector(s1, opf_v8d),                      \
+                d1 = __builtin_convertvector(s2, opf_v8d) + __builtin_convertvector(s3, opf_v8d);                      \
+        d0 += d1;                                                                                                      \
+        sum = ((d0[0] + d0[4]) + (d0[2] + d0[6])) + ((d0[1] + d0[5]) + (d0[3] + d0[7]));                               \
+    } while (0)
+#define OPF_EW_ROWSUM_F64(sum, x, n, i)                                                                                \
+    do {                                                                                                               \
+        opf_v8d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, v0, v1, v2, v3;                                                \
+        for (; i + 32 <= n; i += 32) {                                                                                 \
+            memcpy(&v0, x + i, sizeof v0);                                                                             \
+            memcpy(&v1, x + i + 8, sizeof v1);                                                                         \
+            memcpy(&v2, x + i + 16, sizeof v2);                                                                        \
+            memcpy(&v3, x + i + 24, sizeof v3);                                                                        \
+            s0 += v0;                                                                                                  \
+            s1 += v1;                                                                                                  \
+            s2 += v2;                                                                                                  \
+            s3 += v3;                                                                                                  \
+        }                                                                                                              \
+        s0 = (s0 + s1) + (s2 + s3);                                                                                    \
+        sum = ((s0[0] + s0[4]) + (s0[2] + s0[6])) + ((s0[1] + s0[5]) + (s0[3] + s0[7]));                               \
+    } while (0)
+
+/* Every row of the tile into the same n accumulators (a sum over the rows'
+ * dim), the rows as the inner loop so that partial sums stay in registers;
+ * rows of fewer than 8 elements go through the flat tile in vectors of 8,
+ * period lcm(n, 8) / 8 of them. */
+#define OPF_EW_ACC_COLUMNS(T, load8)                                                                                   \
+    do {                                                                                                               \
+        opf_v8d v0, v1, w;                                                                                             \
+        int64_t i = 0;                                                                                                 \
+        if (n >= 8) {                                                                                                  \
+            for (; i + 8 <= n; i += 8) {                                                                               \
+                OPF_LOAD8_F64(v0, acc + i);                                                                            \
+                v1 = (opf_v8d){0};                                                                                     \
+                int64_t r = 0;                                                                                         \
+                for (; r + 2 <= rows; r += 2) {                                                                        \
+                    load8(w, x + r * n + i);                                                                           \
+                    v0 += w;                                                                                           \
+                    load8(w, x + (r + 1) * n + i);                                                                     \
+                    v1 += w;                                                                                           \
+                }                                                                                                      \
+                if (r < rows) {                                                                                        \
+                    load8(w, x + r * n + i);                                                                           \
+                    v0 += w;                                                                                           \
+                }                                                                                                      \
+                v0 += v1;                                                                                              \
+                memcpy(acc + i, &v0, sizeof v0);                                                                       \
+            }                                                                                                          \
+            for (; i < n; i++) {                                                                                       \
+                double sum = 0;                                                                                        \
+                for (int64_t r = 0; r < rows; r++) {                                                                   \
+                    sum += (double)x[r * n + i];                                                                       \
+                }                                                                                                      \
+                acc[i] += sum;                                                                                         \
+            }                                                                                                          \
+            return;                                                                                                    \
+        }                                                                                                              \
+        const int64_t total = rows * n, period = n == 1 || n == 2 || n == 4 ? 1 : n == 6 ? 3 : n;                      \
+        opf_v8d part[7] = {{0}};                                                                                       \
+        int64_t m = 0;                                                                                                 \
+        for (; i + 8 <= total; i += 8) {                                                                               \
+            load8(w, x + i);                                                                                           \
+            part[m] += w;                                                                                              \
+            m = m + 1 == period ? 0 : m + 1;                                                                           \
+        }                                                                                                              \
+        for (int64_t k = 0; k < period; k++) {                                                                         \
+            for (int j = 0; j < 8; j++) {                                                                              \
+                acc[(k * 8 + j) % n] += part[k][j];                                                                    \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (; i < total; i++) {                                                                                       \
+            acc[i % n] += (double)x[i];                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+#define OPF_EW_ACC_FN(name, T, load8, rowsum, target)                                                                  \
+    target static void name(int64_t rows, int64_t n, const void *xv, double *acc, int64_t acc_row, int64_t acc_col) {  \
+        const T *x = (const T *)xv;                                                                                    \
+        if (rows > 1 && acc_row == 0 && acc_col == 1) {                                                                \
+            OPF_EW_ACC_COLUMNS(T, load8);                                                                              \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int64_t r = 0; r < rows; r++, x += n) {                                                                   \
+            double *a = acc + r * acc_row;                                                                             \
+            int64_t i = 0;                                                                                             \
+            if (acc_col == 0) { /* summed along the row */                                                             \
+                double sum;                                                                                            \
+                rowsum(sum, x, n, i);                                                                                  \
+                for (; i < n; i++) {                                                                                   \
+                    sum += (double)x[i];                                                                               \
+                }                                                                                                      \
+                a[0] += sum;                                                                                           \
+                continue;                                                                                              \
+            }                                                                                                          \
+            for (; i + 8 <= n; i += 8) { /* kept: acc_col is 1 (the accumulator is compact) */                         \
+                opf_v8d v, w;                                                                                          \
+                OPF_LOAD8_F64(v, a + i);                                                                               \
+                load8(w, x + i);                                                                                       \
+                v += w;                                                                                                \
+                memcpy(a + i, &v, sizeof v);                                                                           \
+            }                                                                                                          \
+            for (; i < n; i++) {                                                                                       \
+                a[i] += (double)x[i];                                                                                  \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+OPF_EW_ACC_FN(opf_ew_acc_f32, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, )
+OPF_EW_ACC_FN(opf_ew_acc_f64, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, )
+OPF__X86(OPF_EW_ACC_FN(opf_ew_acc_f32_avx2, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX2)
+             OPF_EW_ACC_FN(opf_ew_acc_f64_avx2, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX2)
+                 OPF_EW_ACC_FN(opf_ew_acc_f32_avx512, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX512)
+                     OPF_EW_ACC_FN(opf_ew_acc_f64_avx512, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX512))
+
+static opf_ew_acc_fn opf_ew_acc_variant(size_t elem) {
+    static const opf_ew_acc_fn f32[OPF_NUM_VARIANTS] =
+        OPF__VARIANTS(opf_ew_acc_f32, OPF__X86(opf_ew_acc_f32_avx2), OPF__X86(opf_ew_acc_f32_avx512));
+    static const opf_ew_acc_fn f64[OPF_NUM_VARIANTS] =
+        OPF__VARIANTS(opf_ew_acc_f64, OPF__X86(opf_ew_acc_f64_avx2), OPF__X86(opf_ew_acc_f64_avx512));
+    const opf_ew_acc_fn *fns = elem == sizeof(float) ? f32 : f64;
+    for (int v = opf_kernel_variant_in_use(); v > 0; v--) {
+        if (fns[v] != NULL) {
+            return fns[v];
+        }
+    }
+    return fns[0];
+}
 
 typedef struct opf_ew_reduce {
     const opf_ew_job *job;
+    opf_ew_acc_fn acc_fn;
     int32_t split;     /* the dim cut into chunks */
     int64_t per_chunk; /* of the split dim per chunk */
     int partial;       /* accumulators are partial sums of whole outputs */
+    int64_t tile_rows; /* rows of the next-to-innermost dim per tile (1: blocks of the innermost) */
     int summed[OPF_MAX_ARGS];
     int64_t acc_stride[OPF_MAX_ARGS][OPF_MAX_RANK]; /* per summed output: compact strides over its kept dims */
     int64_t acc_size[OPF_MAX_ARGS];                 /* elements of one chunk's accumulator */
     double *acc[OPF_MAX_ARGS];                      /* one accumulator per chunk */
 } opf_ew_reduce;
 
-static void opf_ew_accumulate(size_t elem, int64_t n, const char *x, double *acc, int64_t acc_stride) {
-    if (acc_stride == 0) { /* the innermost dim is summed: one total, 8 partial sums */
-        double lane[8] = {0};
-        int64_t i = 0;
-        if (elem == sizeof(float)) {
-            const float *f = (const float *)x;
-            for (; i + 8 <= n; i += 8) {
-                for (int j = 0; j < 8; j++) {
-                    lane[j] += f[i + j];
-                }
-            }
-            for (; i < n; i++) {
-                lane[0] += f[i];
-            }
-        } else {
-            const double *f = (const double *)x;
-            for (; i + 8 <= n; i += 8) {
-                for (int j = 0; j < 8; j++) {
-                    lane[j] += f[i + j];
-                }
-            }
-            for (; i < n; i++) {
-                lane[0] += f[i];
-            }
-        }
-        acc[0] += ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-        return;
-    }
-    /* Kept: compact, so consecutive. */
-    if (elem == sizeof(float)) {
-        for (int64_t i = 0; i < n; i++) {
-            acc[i] += ((const float *)x)[i];
-        }
-    } else {
-        for (int64_t i = 0; i < n; i++) {
-            acc[i] += ((const double *)x)[i];
-        }
-    }
-}
+/* A chunk's buffers for its tiles: one per operand, and for each input the
+ * tile its buffer holds (a tile's values depend only on where it starts and
+ * its size: an input broadcast along the walk comes back to the same tiles,
+ * which are then gathered once). */
+typedef struct opf_ew_tile_bufs {
+    _Alignas(64) char buf[OPF_EW_OPERANDS][OPF_EW_BLOCK * sizeof(double)];
+    const char *filled[OPF_MAX_ARGS];
+    int64_t filled_rows[OPF_MAX_ARGS], filled_n[OPF_MAX_ARGS];
+} opf_ew_tile_bufs;
 
-/* One run of n elements of the innermost dim: ptr[k] operand k's first,
- * acc[j] summed output j's accumulator element. */
-static void opf_ew_reduce_row(const opf_ew_reduce *r, int64_t n, char *const *start, double *const *acc) {
+/* One tile: `rows` runs (along dim rank-2) of n elements (along dim
+ * rank-1), rows * n <= OPF_EW_BLOCK; start[k] is operand k's first element,
+ * acc[j] summed output j's first accumulator element. */
+static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int64_t rows, int64_t n, char *const *start,
+                               double *const *acc) {
     const opf_ew_job *job = r->job;
     const int32_t last = job->rank - 1, count = job->num_in + job->num_out;
     const int64_t elem = (int64_t)job->elem;
-    _Alignas(64) char buf[OPF_EW_OPERANDS][OPF_EW_BLOCK * sizeof(double)];
-    for (int64_t done = 0; done < n; done += OPF_EW_BLOCK) {
-        int64_t len = n - done < OPF_EW_BLOCK ? n - done : OPF_EW_BLOCK;
-        char *ptr[OPF_EW_OPERANDS];
-        for (int32_t k = 0; k < count; k++) {
-            int64_t stride = job->strides[k][last];
-            char *at = start[k] + done * stride * elem;
-            int summed = k >= job->num_in && r->summed[k - job->num_in];
-            ptr[k] = stride == 1 && !summed ? at : buf[k];
-            if (k < job->num_in && stride != 1) {
-                opf_ew_gather(job->elem, len, at, stride, buf[k]);
+    char(*buf)[OPF_EW_BLOCK * sizeof(double)] = b->buf;
+    char *ptr[OPF_EW_OPERANDS];
+    for (int32_t k = 0; k < count; k++) {
+        const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
+        const int summed = k >= job->num_in && r->summed[k - job->num_in];
+        ptr[k] = col == 1 && row == n && !summed ? start[k] : buf[k];
+        if (k >= job->num_in || ptr[k] != buf[k] ||
+            (b->filled[k] == start[k] && b->filled_rows[k] == rows && b->filled_n[k] == n)) {
+            continue;
+        }
+        b->filled[k] = start[k];
+        b->filled_rows[k] = rows;
+        b->filled_n[k] = n;
+        if (col == 0 && row == 0) { /* one value */
+            opf_ew_gather(job->elem, rows * n, start[k], 0, buf[k]);
+            continue;
+        }
+        for (int64_t i = 0; i < rows; i++) {
+            char *to = buf[k] + i * n * elem;
+            if (row == 0 && i > 0) { /* the same row again */
+                memcpy(to, buf[k], (size_t)(n * elem));
+            } else if (col == 1) {
+                memcpy(to, start[k] + i * row * elem, (size_t)(n * elem));
+            } else {
+                opf_ew_gather(job->elem, n, start[k] + i * row * elem, col, to);
             }
         }
-        opf_ew_call(job, len, ptr);
-        for (int32_t j = 0; j < job->num_out; j++) {
-            const int32_t k = job->num_in + j;
-            const int64_t stride = job->strides[k][last];
-            if (r->summed[j]) {
-                const int64_t as = r->acc_stride[j][last];
-                opf_ew_accumulate(job->elem, len, buf[k], acc[j] + done * as, as);
-            } else if (stride != 1) {
-                opf_ew_scatter(job->elem, len, buf[k], start[k] + done * stride * elem, stride);
+    }
+    opf_ew_call(job, rows * n, ptr);
+    for (int32_t j = 0; j < job->num_out; j++) {
+        const int32_t k = job->num_in + j;
+        if (r->summed[j]) {
+            r->acc_fn(rows, n, buf[k], acc[j], rows > 1 ? r->acc_stride[j][last - 1] : 0, r->acc_stride[j][last]);
+        } else if (ptr[k] == buf[k]) {
+            const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
+            for (int64_t i = 0; i < rows; i++) {
+                opf_ew_scatter(job->elem, n, buf[k] + i * n * elem, start[k] + i * row * elem, col);
             }
         }
     }
@@ -440,16 +596,21 @@ static void opf_ew_chunk_box(const opf_ew_reduce *r, int64_t c, int64_t *lo, int
 }
 
 /* Converts accumulator `acc` of summed output j (covering the box lo .. hi;
- * its element of index i at (i - base) . acc_stride) into the output. */
+ * its element of index i at (i - base) . acc_stride) into the output: a loop
+ * along the innermost dim j keeps, in an odometer over the others. */
 static void opf_ew_store(const opf_ew_reduce *r, int32_t j, const double *acc, const int64_t *lo, const int64_t *hi,
                          const int64_t *base) {
     const opf_ew_job *job = r->job;
     const int32_t k = job->num_in + j, rank = job->rank;
     int64_t idx[OPF_MAX_RANK], top[OPF_MAX_RANK];
+    int32_t inner = -1;
     for (int32_t d = 0; d < rank; d++) {
         idx[d] = lo[d];
         top[d] = r->acc_stride[j][d] != 0 ? hi[d] : lo[d] + 1; /* a summed dim: its first index only */
+        inner = r->acc_stride[j][d] != 0 ? d : inner;
     }
+    const int64_t len = inner >= 0 ? top[inner] - lo[inner] : 1;
+    const int64_t os = inner >= 0 ? job->strides[k][inner] : 0, as = inner >= 0 ? r->acc_stride[j][inner] : 0;
     for (;;) {
         int64_t off = 0, at = 0;
         for (int32_t d = 0; d < rank; d++) {
@@ -458,11 +619,15 @@ static void opf_ew_store(const opf_ew_reduce *r, int32_t j, const double *acc, c
         }
         char *out = job->base[k] + off * (int64_t)job->elem;
         if (job->elem == sizeof(float)) {
-            *(float *)out = (float)acc[at];
+            for (int64_t i = 0; i < len; i++) {
+                ((float *)out)[i * os] = (float)acc[at + i * as];
+            }
         } else {
-            *(double *)out = acc[at];
+            for (int64_t i = 0; i < len; i++) {
+                ((double *)out)[i * os] = acc[at + i * as];
+            }
         }
-        int32_t d = rank - 1;
+        int32_t d = inner >= 0 ? inner - 1 : rank - 1;
         while (d >= 0 && ++idx[d] == top[d]) {
             idx[d] = lo[d];
             d--;
@@ -476,6 +641,8 @@ static void opf_ew_store(const opf_ew_reduce *r, int32_t j, const double *acc, c
 static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c) {
     const opf_ew_job *job = r->job;
     const int32_t last = job->rank - 1, count = job->num_in + job->num_out;
+    /* Tiles of tile_rows rows of dim `last - 1` (when > 1), else blocks of `last`. */
+    const int32_t outer = r->tile_rows > 1 ? last - 1 : last;
     int64_t lo[OPF_MAX_RANK], hi[OPF_MAX_RANK], base[OPF_MAX_RANK] = {0}, idx[OPF_MAX_RANK];
     opf_ew_chunk_box(r, c, lo, hi);
     if (!r->partial) {
@@ -492,7 +659,14 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c) {
         idx[d] = lo[d];
     }
     const int64_t n = hi[last] - lo[last];
-    for (int32_t d = 0; n > 0;) {
+    opf_ew_tile_bufs bufs;
+    memset(bufs.filled, 0, sizeof bufs.filled);
+    memset(bufs.filled_rows, 0, sizeof bufs.filled_rows);
+    memset(bufs.filled_n, 0, sizeof bufs.filled_n);
+    for (int32_t d = 0; n > 0 && hi[outer] > lo[outer];) {
+        /* The tiles from idx: rows of dim `outer` (1 when outer is `last`). */
+        const int64_t rows =
+            outer < last ? (hi[outer] - idx[outer] < r->tile_rows ? hi[outer] - idx[outer] : r->tile_rows) : 1;
         char *ptr[OPF_EW_OPERANDS];
         double *at[OPF_MAX_ARGS];
         for (int32_t k = 0; k < count; k++) {
@@ -509,8 +683,21 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c) {
             }
             at[j] = acc[j] != NULL ? acc[j] + off : NULL;
         }
-        opf_ew_reduce_row(r, n, ptr, at);
-        for (d = last - 1; d >= 0 && ++idx[d] == hi[d]; d--) {
+        for (int64_t done = 0; done < n; done += OPF_EW_BLOCK) { /* blocks of `last` (one when rows > 1) */
+            const int64_t len = n - done < OPF_EW_BLOCK ? n - done : OPF_EW_BLOCK;
+            char *p[OPF_EW_OPERANDS];
+            double *a[OPF_MAX_ARGS];
+            for (int32_t k = 0; k < count; k++) {
+                p[k] = ptr[k] + done * job->strides[k][last] * (int64_t)job->elem;
+            }
+            for (int32_t j = 0; j < job->num_out; j++) {
+                a[j] = at[j] != NULL ? at[j] + done * r->acc_stride[j][last] : NULL;
+            }
+            opf_ew_reduce_tile(r, &bufs, rows, len, p, a);
+        }
+        /* The next tile: dim `last` is done; rows of `outer` were taken at once. */
+        idx[outer] += outer < last ? rows - 1 : 0;
+        for (d = last - 1; d >= 0 && ++idx[d] >= hi[d]; d--) {
             idx[d] = lo[d];
         }
         if (d < 0) {
@@ -560,6 +747,8 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
     }
     opf_ew_layout(job, operands, opf_ew_reference(job, operands), job->num_in + first_summed);
     const int32_t rank = job->rank;
+    r.acc_fn = opf_ew_acc_variant(job->elem);
+    r.tile_rows = rank > 1 && job->shape[rank - 1] < OPF_EW_BLOCK / 2 ? OPF_EW_BLOCK / job->shape[rank - 1] : 1;
     /* Where to cut: the outermost dim every summed output keeps, if its
      * chunks are long enough; else partial sums along dim 0. */
     int64_t want = (n + OPF_EW_GRAIN - 1) / OPF_EW_GRAIN;
@@ -597,7 +786,9 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
         out_elems += r.acc_size[j];
     }
     if (r.partial) {
-        while (chunks > 1 && chunks * out_elems > n + OPF_EW_PARTIAL_BUDGET) {
+        const int64_t budget =
+            n / OPF_EW_PARTIAL_SHARE > OPF_EW_PARTIAL_MIN ? n / OPF_EW_PARTIAL_SHARE : OPF_EW_PARTIAL_MIN;
+        while (chunks > 1 && chunks * out_elems > budget) {
             chunks /= 2;
         }
         r.per_chunk = (job->shape[0] + chunks - 1) / chunks;
