@@ -35,6 +35,7 @@ const opf_op_decl opf_decl_relu = {
     "relu(x) -> y",
     .doc = "Rectified linear unit: y = max(x, 0), elementwise. NaN stays NaN.",
     .grad = "dx = relu_grad(dy, x)",
+    .jvp = "y' = relu_grad(x', x)",
     .arg_docs = "x: input tensor, any shape; y: max(x, 0), the shape of x",
     .eltwise = &relu,
 };
@@ -51,6 +52,7 @@ const opf_op_decl opf_decl_relu_grad = {
     .doc = "Gradient of relu: dx = dy where x > 0, else 0 (a NaN x passes dy, as in PyTorch).",
     /* Linear in dy with the same mask: its own gradient. */
     .grad = "ddy = relu_grad(ddx, x)",
+    .jvp = "dx' = relu_grad(dy', x)", /* the mask is piecewise constant in x */
     .arg_docs = "dy: gradient of relu's output; x: relu's input (or output); dx: gradient of relu's input",
     .eltwise = &relu_grad,
 };
@@ -59,6 +61,7 @@ const opf_op_decl opf_decl_scale = {
     "scale(x, *, alpha: float = 1) -> y",
     .doc = "Scale by a constant: y = alpha * x, computed in x's dtype.",
     .grad = "dx = scale(dy)", /* d(alpha x)/dx = alpha */
+    .jvp = "y' = scale(x')",
     .arg_docs = "x: input tensor, any shape; alpha: the factor; y: alpha * x",
     .eltwise = &scale,
 };
@@ -70,6 +73,7 @@ const opf_op_decl opf_decl_add = {
     "add(a, b) -> y[broadcast(a, b)]",
     .doc = "Elementwise sum y = a + b, broadcasting a and b together as NumPy does (any ranks, dims of size 1).",
     .grad = "da = sum_to(dy, a); db = sum_to(dy, b)",
+    .jvp = "y' = sum_to(a', y); y' = sum_to(b', y)", /* each tangent broadcast to y's shape */
     .arg_docs = "a: first addend; b: second addend, a shape that broadcasts with a's; y: a + b, the broadcast shape",
     .eltwise = &add,
 };
@@ -78,6 +82,7 @@ const opf_op_decl opf_decl_mul = {
     "mul(a, b) -> y[broadcast(a, b)]",
     .doc = "Elementwise product y = a * b, broadcasting a and b together as NumPy does (any ranks, dims of size 1).",
     .grad = "da = mul_grad(dy, b, a); db = mul_grad(dy, a, b)",
+    .jvp = "y' = mul(a', b); y' = mul(a, b')",
     .arg_docs = "a: first factor; b: second factor, a shape that broadcasts with a's; y: a * b, the broadcast shape",
     .eltwise = &mul,
 };
@@ -92,6 +97,7 @@ const opf_op_decl opf_decl_sum_to = {
            "or broadcast up to like's shape: y has like's shape and is the sum of x, broadcast with like, over the "
            "dims like lacks or has as 1. A copy when x and like have one shape.",
     .grad = "dx = sum_to(dy, x)",
+    .jvp = "y' = sum_to(x', like)",
     .arg_docs = "x: the tensor to sum; like: a tensor of the result's shape (its values are not read), which "
                 "broadcasts with x; y: the sum, shaped like like",
     .eltwise = &sum_to,
@@ -103,6 +109,7 @@ const opf_op_decl opf_decl_mul_grad = {
            "which like (the factor) was broadcast.",
     /* Bilinear in dy and other, the sum over the same dims each way. */
     .grad = "ddy = mul_grad(ddx, other, dy); dother = mul_grad(ddx, dy, other)",
+    .jvp = "dx' = mul_grad(dy', other, like); dx' = mul_grad(dy, other', like)",
     .arg_docs = "dy: gradient of mul's output; other: the other factor; like: the factor whose gradient dx is (its "
                 "values are not read); dx: the gradient, shaped like like",
     .eltwise = &mul_grad,

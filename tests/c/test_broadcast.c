@@ -186,6 +186,7 @@ TEST(test_validate_rows) {
     const opf_op_table table = {OPF_TABLE_ABI_VERSION, "hand", 1, rows};
     *row = *add;
     row->num_grads = 0;
+    row->num_jvps = 0;
     row->qualname = NULL;
     CHECK(opf_op_table_validate(&table) == OPF_OK, "a copy of add: %s", opf_last_error());
     /* Shaped like a, while the kernel runs over the broadcast of a and b. */
@@ -208,16 +209,19 @@ TEST(test_validate_rows) {
     /* No check ties a and b. */
     *row = *add;
     row->num_grads = 0;
+    row->num_jvps = 0;
     row->num_checks = 0;
     CHECK(opf_op_table_validate(&table) == OPF_E_INVALID, "no broadcast check");
     /* A check of an input out of range. */
     *row = *add;
     row->num_grads = 0;
+    row->num_jvps = 0;
     row->checks[0].b = 2;
     CHECK(opf_op_table_validate(&table) == OPF_E_INVALID, "broadcast check of input 2");
     /* A summed output on a compute row. */
     *row = *add;
     row->num_grads = 0;
+    row->num_jvps = 0;
     row->eltwise = NULL;
     row->flags = 0;
     row->compute = noop_compute;
