@@ -25,7 +25,7 @@ from ._capi import ffi, lib
 AttrKind = Literal["float", "int", "enum"]
 AttrValue = Union[float, int, str]
 CheckKind = Literal["rank", "same_shape", "dim_eq", "min_rank", "dim_is", "batch_eq", "broadcast"]
-ShapeKind = Literal["none", "like", "dims", "batch", "broadcast", "sum_to"]
+ShapeKind = Literal["none", "like", "dims", "batch", "broadcast", "summed"]
 OpKind = Literal["eltwise", "row", "compute"]
 GradSourceKind = Literal["none", "input", "output", "grad", "tangent"]
 
@@ -50,7 +50,7 @@ _SHAPE_KINDS: dict[int, ShapeKind] = {
     lib.OPF_SHAPE_DIMS: "dims",
     lib.OPF_SHAPE_BATCH: "batch",
     lib.OPF_SHAPE_BROADCAST: "broadcast",
-    lib.OPF_SHAPE_SUM_TO: "sum_to",
+    lib.OPF_SHAPE_SUM_TO: "summed",
 }
 _GRAD_SOURCE_KINDS: dict[int, GradSourceKind] = {
     lib.OPF_FROM_NONE: "none",
@@ -109,7 +109,7 @@ class ShapeRule:
     """How an output's shape follows from the input shapes."""
 
     kind: ShapeKind
-    like: int  # "like", "batch", "sum_to": the input whose shape (or leading dims) the output has
+    like: int  # "like", "batch", "summed" (y[sum_to(like)]): the input whose shape (or leading dims) the output has
     dims: tuple[DimRef, ...]  # "dims", "batch": one reference per (trailing) output dimension
     drop: int = 0  # "batch": dims of ``like`` left out at its end
     inputs: tuple[int, ...] = ()  # "broadcast": the inputs whose broadcast the output's shape is
@@ -117,9 +117,9 @@ class ShapeRule:
     @property
     def broadcasts(self) -> bool:
         """Whether the output is shaped by broadcasting ("broadcast"), or is
-        the sum of a broadcast result to an input's shape ("sum_to"): it is
+        the sum of a broadcast result to an input's shape ("summed"): it is
         then not "the shape of an input" that an adapter may alias."""
-        return self.kind in ("broadcast", "sum_to")
+        return self.kind in ("broadcast", "summed")
 
 
 @dataclass(frozen=True)
@@ -358,7 +358,7 @@ def output_shape(op: OpDef, output: int, shapes: Sequence[Optional[Shape]]) -> O
     """The shape of output ``output`` by its rule, once the checks passed;
     None where the rule cannot apply (an absent input it refers to)."""
     rule = op.output_shapes[output]
-    if rule.kind in ("like", "sum_to"):
+    if rule.kind in ("like", "summed"):
         like = shapes[rule.like]
         return None if like is None else list(like)
     if rule.kind == "broadcast":
