@@ -203,6 +203,15 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
     return cudaSuccess;
 }
 
+/* opforge's memory pool (src/cuda/pool.c, not emulated): none, so that
+ * scratch comes from cudaMallocAsync. */
+cudaMemPool_t opf_cuda_scratch_pool(int device, cudaStream_t stream);
+cudaMemPool_t opf_cuda_scratch_pool(int device, cudaStream_t stream) {
+    (void)device;
+    (void)stream;
+    return NULL;
+}
+
 /* What the emulated library lacks: no cuBLASLt, hence no dense on "CUDA". */
 opf_status opf_cuda_dense_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                                   const opf_attr_value *attrs, void *stream);
