@@ -130,6 +130,13 @@ TEST(test_rows_declared) {
     CHECK(mul_grad->num_grads == 2 && strcmp(mul_grad->grads[0].op, "mul_grad") == 0 &&
               strcmp(mul_grad->grads[1].op, "mul_grad") == 0,
           "mul_grad's gradients are mul_grad");
+    /* Tangent rules: a tangent broadcast to the output (add), linear in each factor (mul, mul_grad). */
+    CHECK(add->num_jvps == 2 && strcmp(add->jvps[0].op, "sum_to") == 0 &&
+              add->jvps[0].sources[1].kind == OPF_FROM_OUTPUT,
+          "add's tangents are broadcast to y by sum_to");
+    CHECK(mul->num_jvps == 2 && strcmp(mul->jvps[0].op, "mul") == 0, "mul's tangents");
+    CHECK(sum_to->num_jvps == 1 && strcmp(sum_to->jvps[0].op, "sum_to") == 0, "sum_to's tangent");
+    CHECK(mul_grad->num_jvps == 2 && strcmp(mul_grad->jvps[1].op, "mul_grad") == 0, "mul_grad's tangents");
     /* A user's rows. */
     const opf_op_table *t = user_table();
     if (!CHECK(t != NULL, "user table: %s", opf_last_error())) {
