@@ -266,7 +266,23 @@ static void opf_ew_layout(opf_ew_job *job, const opf_tensor *const *operands, in
 
 /* --- broadcasting ------------------------------------------------------------------------------------------------- */
 
+/* Whether every operand has operand 0's shape (the common case, tested first). */
+static int opf_ew_same_shapes(int32_t count, const opf_tensor *const *operands) {
+    const opf_tensor *t0 = operands[0];
+    for (int32_t k = 1; k < count; k++) {
+        const opf_tensor *t = operands[k];
+        if (t->ndim != t0->ndim ||
+            (t->shape != t0->shape && t->ndim > 0 && memcmp(t->shape, t0->shape, sizeof(int64_t) * (size_t)t->ndim))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int opf_eltwise_views(int32_t num_in, int32_t count, const opf_tensor **operands, opf_ew_views *v) {
+    if (opf_ew_same_shapes(count, operands)) {
+        return 0;
+    }
     int32_t rank = 0;
     for (int32_t k = 0; k < num_in; k++) {
         rank = operands[k]->ndim > rank ? operands[k]->ndim : rank;

@@ -161,6 +161,22 @@ static opf_status opf_run_checks(const opf_op_def *op, const opf_shapes *s) {
 static opf_status opf_broadcast_rule(const opf_op_def *op, const opf_shapes *s, int32_t output, int32_t *ndim,
                                      int64_t *shape) {
     const opf_shape_rule *rule = &op->output_shapes[output];
+    /* The common case first: inputs of one shape. */
+    const int32_t first = rule->dims[0].input, first_ndim = s->ndim[first];
+    int same = s->present[first];
+    for (int32_t k = 1; same && k < rule->rank; k++) {
+        const int32_t in = rule->dims[k].input;
+        same = s->present[in] && s->ndim[in] == first_ndim &&
+               (first_ndim == 0 || s->dims[in] == s->dims[first] ||
+                memcmp(s->dims[in], s->dims[first], sizeof(int64_t) * (size_t)first_ndim) == 0);
+    }
+    if (same) {
+        *ndim = first_ndim;
+        if (first_ndim > 0) {
+            memcpy(shape, s->dims[first], sizeof(int64_t) * (size_t)first_ndim);
+        }
+        return OPF_OK;
+    }
     int32_t rank = -1;
     for (int32_t k = 0; k < rule->rank; k++) {
         int32_t in = rule->dims[k].input;
