@@ -19,6 +19,7 @@
  * chunks never changes which kernel computes an element, so results do not
  * depend on the thread count.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +33,8 @@ enum {
     OPF_EW_STREAM_BLOCK = 4096,         /* bytes per output block computed in L1, then streamed */
     OPF_EW_OPERANDS = 2 * OPF_MAX_ARGS, /* inputs then outputs */
     OPF_EW_GRAIN = 1 << 16,             /* elements per chunk at least: a thread's start costs ~10 us */
-    OPF_EW_BLOCK = 256                  /* elements per gathered block */
+    OPF_EW_BLOCK = 256,                 /* elements per gathered block */
+    OPF_EW_RBLOCK = 1024                /* elements per tile of the reduction path */
 };
 
 typedef struct opf_ew_job {
@@ -383,26 +385,31 @@ typedef float opf_v8f __attribute__((vector_size(32)));
     } while (0)
 #define OPF_LOAD8_F64(dst, p) memcpy(&(dst), (p), sizeof(dst))
 
-/* The row sums of a tile (at most OPF_EW_BLOCK elements): 32 partial sums
- * in the dtype (float32 lanes add at most OPF_EW_BLOCK / 32 elements each,
- * then go to double), combined in a fixed order. */
+/* The row sums of a tile: 32 partial sums in the dtype, over segments of
+ * at most 256 elements (float32 lanes add at most 8 elements each, then go
+ * to double), combined in a fixed order. */
 #define OPF_EW_ROWSUM_F32(sum, x, n, i)                                                                                \
     do {                                                                                                               \
-        opf_v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, v0, v1, v2, v3;                                                \
-        for (; i + 32 <= n; i += 32) {                                                                                 \
-            memcpy(&v0, x + i, sizeof v0);                                                                             \
-            memcpy(&v1, x + i + 8, sizeof v1);                                                                         \
-            memcpy(&v2, x + i + 16, sizeof v2);                                                                        \
-            memcpy(&v3, x + i + 24, sizeof v3);                                                                        \
-            s0 += v0;                                                                                                  \
-            s1 += v1;                                                                                                  \
-            s2 += v2;                                                                                                  \
-            s3 += v3;                                                                                                  \
+        double opf__total = 0;                                                                                         \
+        while (i + 32 <= n) {                                                                                          \
+            const int64_t opf__stop = i + 256 < n ? i + 256 : n;                                                       \
+            opf_v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, v0, v1, v2, v3;                                            \
+            for (; i + 32 <= opf__stop; i += 32) {                                                                     \
+                memcpy(&v0, x + i, sizeof v0);                                                                         \
+                memcpy(&v1, x + i + 8, sizeof v1);                                                                     \
+                memcpy(&v2, x + i + 16, sizeof v2);                                                                    \
+                memcpy(&v3, x + i + 24, sizeof v3);                                                                    \
+                s0 += v0;                                                                                              \
+                s1 += v1;                                                                                              \
+                s2 += v2;                                                                                              \
+                s3 += v3;                                                                                              \
+            }                                                                                                          \
+            opf_v8d d0 = __builtin_convertvector(s0, opf_v8d) + __builtin_convertvector(s1, opf_v8d),                  \
+                    d1 = __builtin_convertvector(s2, opf_v8d) + __builtin_convertvector(s3, opf_v8d);                  \
+            d0 += d1;                                                                                                  \
+            opf__total += ((d0[0] + d0[4]) + (d0[2] + d0[6])) + ((d0[1] + d0[5]) + (d0[3] + d0[7]));                   \
         }                                                                                                              \
-        opf_v8d d0 = __builtin_convertvector(s0, opf_v8d) + __builtin_convertvector(s1, opf_v8d),                      \
-                d1 = __builtin_convertvector(s2, opf_v8d) + __builtin_convertvector(s3, opf_v8d);                      \
-        d0 += d1;                                                                                                      \
-        sum = ((d0[0] + d0[4]) + (d0[2] + d0[6])) + ((d0[1] + d0[5]) + (d0[3] + d0[7]));                               \
+        sum = opf__total;                                                                                              \
     } while (0)
 #define OPF_EW_ROWSUM_F64(sum, x, n, i)                                                                                \
     do {                                                                                                               \
@@ -526,9 +533,50 @@ static opf_ew_acc_fn opf_ew_acc_variant(size_t elem) {
     return fns[0];
 }
 
+/* dst[0 .. n) = *src: the buffer of an input broadcast over a whole tile
+ * (vectors of 64 bytes, one build per ISA). */
+typedef void (*opf_ew_fill_fn)(int64_t n, const void *src, void *dst);
+
+typedef float opf_v16f __attribute__((vector_size(64)));
+
+#define OPF_EW_FILL_FN(name, T, V, lanes, target)                                                                      \
+    target static void name(int64_t n, const void *src, void *dst) {                                                   \
+        const T v = *(const T *)src;                                                                                   \
+        T *d = (T *)dst;                                                                                               \
+        V vv = (V){0} + v;                                                                                             \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            memcpy(d + i, &vv, sizeof vv);                                                                             \
+        }                                                                                                              \
+        for (; i < n; i++) {                                                                                           \
+            d[i] = v;                                                                                                  \
+        }                                                                                                              \
+    }
+OPF_EW_FILL_FN(opf_ew_fill_f32, float, opf_v16f, 16, )
+OPF_EW_FILL_FN(opf_ew_fill_f64, double, opf_v8d, 8, )
+OPF__X86(OPF_EW_FILL_FN(opf_ew_fill_f32_avx2, float, opf_v16f, 16, OPF__TARGET_AVX2)
+             OPF_EW_FILL_FN(opf_ew_fill_f64_avx2, double, opf_v8d, 8, OPF__TARGET_AVX2)
+                 OPF_EW_FILL_FN(opf_ew_fill_f32_avx512, float, opf_v16f, 16, OPF__TARGET_AVX512)
+                     OPF_EW_FILL_FN(opf_ew_fill_f64_avx512, double, opf_v8d, 8, OPF__TARGET_AVX512))
+
+static opf_ew_fill_fn opf_ew_fill_variant(size_t elem) {
+    static const opf_ew_fill_fn f32[OPF_NUM_VARIANTS] =
+        OPF__VARIANTS(opf_ew_fill_f32, OPF__X86(opf_ew_fill_f32_avx2), OPF__X86(opf_ew_fill_f32_avx512));
+    static const opf_ew_fill_fn f64[OPF_NUM_VARIANTS] =
+        OPF__VARIANTS(opf_ew_fill_f64, OPF__X86(opf_ew_fill_f64_avx2), OPF__X86(opf_ew_fill_f64_avx512));
+    const opf_ew_fill_fn *fns = elem == sizeof(float) ? f32 : f64;
+    for (int v = opf_kernel_variant_in_use(); v > 0; v--) {
+        if (fns[v] != NULL) {
+            return fns[v];
+        }
+    }
+    return fns[0];
+}
+
 typedef struct opf_ew_reduce {
     const opf_ew_job *job;
     opf_ew_acc_fn acc_fn;
+    opf_ew_fill_fn fill_fn;
     int32_t split;     /* the dim cut into chunks */
     int64_t per_chunk; /* of the split dim per chunk */
     int partial;       /* accumulators are partial sums of whole outputs */
@@ -537,6 +585,7 @@ typedef struct opf_ew_reduce {
     int64_t acc_stride[OPF_MAX_ARGS][OPF_MAX_RANK]; /* per summed output: compact strides over its kept dims */
     int64_t acc_size[OPF_MAX_ARGS];                 /* elements of one chunk's accumulator */
     double *acc[OPF_MAX_ARGS];                      /* one accumulator per chunk */
+    atomic_int failed;                              /* a range could not get its tile buffers */
 } opf_ew_reduce;
 
 /* A chunk's buffers for its tiles: one per operand, and for each input the
@@ -544,20 +593,20 @@ typedef struct opf_ew_reduce {
  * its size: an input broadcast along the walk comes back to the same tiles,
  * which are then gathered once). */
 typedef struct opf_ew_tile_bufs {
-    _Alignas(64) char buf[OPF_EW_OPERANDS][OPF_EW_BLOCK * sizeof(double)];
+    char *buf[OPF_EW_OPERANDS]; /* OPF_EW_RBLOCK elements each, 64-byte aligned */
     const char *filled[OPF_MAX_ARGS];
     int64_t filled_rows[OPF_MAX_ARGS], filled_n[OPF_MAX_ARGS];
 } opf_ew_tile_bufs;
 
 /* One tile: `rows` runs (along dim rank-2) of n elements (along dim
- * rank-1), rows * n <= OPF_EW_BLOCK; start[k] is operand k's first element,
+ * rank-1), rows * n <= OPF_EW_RBLOCK; start[k] is operand k's first element,
  * acc[j] summed output j's first accumulator element. */
 static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int64_t rows, int64_t n, char *const *start,
                                double *const *acc) {
     const opf_ew_job *job = r->job;
     const int32_t last = job->rank - 1, count = job->num_in + job->num_out;
     const int64_t elem = (int64_t)job->elem;
-    char(*buf)[OPF_EW_BLOCK * sizeof(double)] = b->buf;
+    char *const *buf = b->buf;
     char *ptr[OPF_EW_OPERANDS];
     for (int32_t k = 0; k < count; k++) {
         const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
@@ -570,8 +619,8 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
         b->filled[k] = start[k];
         b->filled_rows[k] = rows;
         b->filled_n[k] = n;
-        if (col == 0 && row == 0) { /* one value */
-            opf_ew_gather(job->elem, rows * n, start[k], 0, buf[k]);
+        if (col == 0 && (row == 0 || rows == 1)) { /* one value */
+            r->fill_fn(rows * n, start[k], buf[k]);
             continue;
         }
         for (int64_t i = 0; i < rows; i++) {
@@ -654,7 +703,7 @@ static void opf_ew_store(const opf_ew_reduce *r, int32_t j, const double *acc, c
     }
 }
 
-static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c) {
+static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c, char *scratch) {
     const opf_ew_job *job = r->job;
     const int32_t last = job->rank - 1, count = job->num_in + job->num_out;
     /* Tiles of tile_rows rows of dim `last - 1` (when > 1), else blocks of `last`. */
@@ -676,9 +725,10 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c) {
     }
     const int64_t n = hi[last] - lo[last];
     opf_ew_tile_bufs bufs;
-    memset(bufs.filled, 0, sizeof bufs.filled);
-    memset(bufs.filled_rows, 0, sizeof bufs.filled_rows);
-    memset(bufs.filled_n, 0, sizeof bufs.filled_n);
+    memset(&bufs, 0, sizeof bufs);
+    for (int32_t k = 0; k < count; k++) {
+        bufs.buf[k] = scratch + (size_t)k * OPF_EW_RBLOCK * sizeof(double);
+    }
     for (int32_t d = 0; n > 0 && hi[outer] > lo[outer];) {
         /* The tiles from idx: rows of dim `outer` (1 when outer is `last`). */
         const int64_t rows =
@@ -699,8 +749,8 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c) {
             }
             at[j] = acc[j] != NULL ? acc[j] + off : NULL;
         }
-        for (int64_t done = 0; done < n; done += OPF_EW_BLOCK) { /* blocks of `last` (one when rows > 1) */
-            const int64_t len = n - done < OPF_EW_BLOCK ? n - done : OPF_EW_BLOCK;
+        for (int64_t done = 0; done < n; done += OPF_EW_RBLOCK) { /* blocks of `last` (one when rows > 1) */
+            const int64_t len = n - done < OPF_EW_RBLOCK ? n - done : OPF_EW_RBLOCK;
             char *p[OPF_EW_OPERANDS];
             double *a[OPF_MAX_ARGS];
             for (int32_t k = 0; k < count; k++) {
@@ -727,10 +777,20 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c) {
     }
 }
 
+/* A range of chunks, with tile buffers of its own (on the heap: several
+ * tiles of OPF_EW_RBLOCK elements are more than a thread's stack should hold). */
 static void opf_ew_reduce_range(void *ctx, int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; c++) {
-        opf_ew_reduce_chunk(ctx, c);
+    opf_ew_reduce *r = ctx;
+    const size_t bytes = (size_t)(r->job->num_in + r->job->num_out) * OPF_EW_RBLOCK * sizeof(double);
+    char *scratch = aligned_alloc(64, bytes);
+    if (scratch == NULL) {
+        atomic_store(&r->failed, 1);
+        return;
     }
+    for (int64_t c = begin; c < end; c++) {
+        opf_ew_reduce_chunk(r, c, scratch);
+    }
+    free(scratch);
 }
 
 /* The input walked in memory order: the one that broadcasts along the
@@ -764,7 +824,8 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
     opf_ew_layout(job, operands, opf_ew_reference(job, operands), job->num_in + first_summed);
     const int32_t rank = job->rank;
     r.acc_fn = opf_ew_acc_variant(job->elem);
-    r.tile_rows = rank > 1 && job->shape[rank - 1] < OPF_EW_BLOCK / 2 ? OPF_EW_BLOCK / job->shape[rank - 1] : 1;
+    r.fill_fn = opf_ew_fill_variant(job->elem);
+    r.tile_rows = rank > 1 && job->shape[rank - 1] < OPF_EW_RBLOCK / 2 ? OPF_EW_RBLOCK / job->shape[rank - 1] : 1;
     /* Where to cut: the outermost dim every summed output keeps, if its
      * chunks are long enough; else partial sums along dim 0. */
     int64_t want = (n + OPF_EW_GRAIN - 1) / OPF_EW_GRAIN;
@@ -819,6 +880,9 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
     }
     if (st == OPF_OK) {
         opf_parallel_for(chunks, 1, opf_ew_reduce_range, &r);
+        if (atomic_load(&r.failed)) {
+            st = opf_error(OPF_E_NOMEM, "out of memory for the buffers of a sum");
+        }
     }
     if (st == OPF_OK && r.partial) {
         /* The partial sums of each output, added in chunk order, then stored. */
