@@ -198,8 +198,10 @@ typedef enum opf_check_kind {
     OPF_CHECK_DIM_EQ = 3,     /* dim a_dim of input a == dim b_dim of input b */
     OPF_CHECK_MIN_RANK = 4,   /* input a has rank `rank` or more */
     OPF_CHECK_DIM_IS = 5,     /* dim a_dim of input a == `rank` (a literal size) */
-    OPF_CHECK_BATCH_EQ = 6    /* input a without its last a_dim dims has the shape of
+    OPF_CHECK_BATCH_EQ = 6,   /* input a without its last a_dim dims has the shape of
                                  input b without its last b_dim dims ("..." in a signature) */
+    OPF_CHECK_BROADCAST = 7   /* inputs a and b broadcast together (NumPy's rules: dims
+                                 aligned from the end, each pair equal or one of them 1) */
 } opf_check_kind;
 
 typedef struct opf_check {
@@ -212,10 +214,16 @@ typedef struct opf_check {
 /* How an output's shape follows from the inputs' shapes. */
 typedef enum opf_shape_kind {
     OPF_SHAPE_NONE = 0,
-    OPF_SHAPE_LIKE = 1, /* the shape of input `like` */
-    OPF_SHAPE_DIMS = 2, /* rank `rank`; dim d is dim dims[d].dim of input dims[d].input */
-    OPF_SHAPE_BATCH = 3 /* the dims of input `like` but its last `drop`, then `rank`
-                           dims as OPF_SHAPE_DIMS ("y[..., N]" in a signature) */
+    OPF_SHAPE_LIKE = 1,      /* the shape of input `like` */
+    OPF_SHAPE_DIMS = 2,      /* rank `rank`; dim d is dim dims[d].dim of input dims[d].input */
+    OPF_SHAPE_BATCH = 3,     /* the dims of input `like` but its last `drop`, then `rank`
+                                dims as OPF_SHAPE_DIMS ("y[..., N]" in a signature) */
+    OPF_SHAPE_BROADCAST = 4, /* the broadcast (NumPy's rules) of the inputs dims[0 .. rank).input
+                                ("y[broadcast(a, b)]"); an absent optional one is left out */
+    OPF_SHAPE_SUM_TO = 5     /* the shape of input `like`, on an elementwise row that
+                                broadcasts: the kernel runs over the broadcast of all the
+                                row's inputs and this output is its result summed over the
+                                dims along which `like` is broadcast ("y[sum_to(like)]") */
 } opf_shape_kind;
 
 /* A dim of an output: dim `dim` of input `input`, or, with input == -1, the
@@ -268,8 +276,10 @@ typedef struct opf_grad_def {
 
 /* Flags of an op. */
 #define OPF_OP_ELEMENTWISE                                                                                             \
-    1 /* output element i depends on input elements i only;                                                            \
-         an output may then be exactly an input (in place) */
+    1 /* output element i depends on input elements i only (of the inputs                                              \
+         broadcast to the output's shape; an output summed to an input's                                               \
+         shape, OPF_SHAPE_SUM_TO, on the elements it adds up); an output                                               \
+         not summed may then be exactly an input (in place) */
 
 /* The compute function of a row. It is called only by opf_op_run(), after
  * every check the row declares has passed: dtypes supported and equal, devices
@@ -418,7 +428,9 @@ typedef struct opf_op_table {
 /* One op, declared. The signature names everything a row holds:
  *
  *   "softplus(x) -> y"                        elementwise: x, y any shape
- *   "add(a, b) -> y"                          elementwise: a, b the same shape
+ *   "simple_add(a, b) -> y"                   elementwise: a, b the same shape
+ *   "add(a, b) -> y[broadcast(a, b)]"         elementwise, a and b broadcast together
+ *   "sum_to(x, like) -> y[sum_to(like)]"      elementwise, summed to like's shape
  *   "scale(x, *, alpha: float = 1) -> y"      attributes after '*'
  *   "rowsum(x[..., M]) -> y[...]"             row-wise: "..." are the rows
  *   "dense(x[N,K], w[K,M], b[M]?, *, activation: {none, relu} = none) -> y[N,M]"
@@ -429,6 +441,17 @@ typedef struct opf_op_table {
  * A tensor without dims, or "[...]", is any shape; named dims are checked
  * equal wherever a name recurs, and a literal size (e.g. "[..., 3]") must
  * match; "..." stands for the same leading dims in every argument that has it.
+ * An output's brackets may instead hold a shape function of inputs without
+ * dims: "[broadcast(a, b, ...)]" (up to OPF_MAX_RULE_RANK inputs) is their
+ * broadcast by NumPy's rules (dims aligned from the end, each pair equal or
+ * one of them 1), and the inputs named are checked to broadcast together,
+ * pairwise; "[sum_to(a)]" has the shape of input a. An elementwise op whose
+ * output uses either broadcasts all its inputs: its kernel runs over their
+ * broadcast (each input walked with zero strides along the dims it lacks),
+ * each output is "[broadcast(<every input>)]" or "[sum_to(<an input>)]", and
+ * a summed output gets the kernel's result added up over the dims along which
+ * its input is broadcast (never written in place). A compute function may
+ * declare "[broadcast(...)]" outputs; "[sum_to(...)]" is elementwise only.
  * '?' marks an optional argument, '!' an input written in place. Attribute
  * types: float, int, or an enum {choice, ...}; "= value" gives the default
  * (required for enums: the first choice if omitted).
@@ -547,7 +570,8 @@ OPF_API opf_status opf_relu_(const opf_tensor *x);
 OPF_API opf_status opf_relu_grad(const opf_tensor *dy, const opf_tensor *x, const opf_tensor *dx);
 /* y = alpha * x (in the tensor's dtype). Its gradient is scale(dy, alpha). */
 OPF_API opf_status opf_scale(const opf_tensor *x, double alpha, const opf_tensor *y);
-/* y = a + b; a and b must have the same shape. */
+/* y = a + b, with a and b broadcast together as NumPy does (y has the
+ * broadcast shape; equal shapes are the plain case). */
 OPF_API opf_status opf_add(const opf_tensor *a, const opf_tensor *b, const opf_tensor *y);
 /* y = act(x·w + b); x [N,K], w [K,M], b [M] or NULL, y [N,M]. */
 OPF_API opf_status opf_dense(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b, opf_activation activation,

@@ -117,6 +117,7 @@ cdef extern from "opforge.h" nogil:
         OPF_CHECK_MIN_RANK
         OPF_CHECK_DIM_IS
         OPF_CHECK_BATCH_EQ
+        OPF_CHECK_BROADCAST
 
     ctypedef struct opf_check:
         opf_check_kind kind
@@ -131,6 +132,8 @@ cdef extern from "opforge.h" nogil:
         OPF_SHAPE_LIKE
         OPF_SHAPE_DIMS
         OPF_SHAPE_BATCH
+        OPF_SHAPE_BROADCAST
+        OPF_SHAPE_SUM_TO
 
     ctypedef struct opf_dim_ref:
         int32_t input

@@ -35,6 +35,9 @@ static inline double ref_scale_f64(double alpha, double x) { return alpha * x; }
 static inline float ref_add_f32(float a, float b) { return a + b; }
 static inline double ref_add_f64(double a, double b) { return a + b; }
 
+static inline float ref_mul_f32(float a, float b) { return a * b; }
+static inline double ref_mul_f64(double a, double b) { return a * b; }
+
 /* ------------------------------------------------------------------------ */
 /* Elementwise, arrays (contiguous)                                          */
 /* ------------------------------------------------------------------------ */
@@ -78,6 +81,52 @@ static inline void ref_add_array_f64(size_t n, const double *a, const double *b,
     for (size_t i = 0; i < n; i++) {
         y[i] = ref_add_f64(a[i], b[i]);
     }
+}
+
+static inline void ref_mul_array_f32(size_t n, const float *a, const float *b, float *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_mul_f32(a[i], b[i]);
+    }
+}
+static inline void ref_mul_array_f64(size_t n, const double *a, const double *b, double *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_mul_f64(a[i], b[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Broadcasting (NumPy's rules), on contiguous arrays of double              */
+/* ------------------------------------------------------------------------ */
+
+/* The broadcast of shapes a (rank na) and b (rank nb) into out (rank
+ * max(na, nb)); 0 if they do not broadcast together. */
+static inline int ref_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int64_t *out) {
+    int n = na > nb ? na : nb;
+    for (int k = 1; k <= n; k++) {
+        int64_t da = k <= na ? a[na - k] : 1, db = k <= nb ? b[nb - k] : 1;
+        if (da != db && da != 1 && db != 1) {
+            return 0;
+        }
+        out[n - k] = da == 1 ? db : da;
+    }
+    return 1;
+}
+
+/* Offset of element `index` (of a C-contiguous tensor of shape `shape`, rank
+ * n) in a C-contiguous tensor of shape t (rank nt <= n) that broadcasts to
+ * it: dims of size 1 and missing leading dims read element 0. */
+static inline int64_t ref_broadcast_offset(int n, const int64_t *shape, int64_t index, int nt, const int64_t *t) {
+    int64_t off = 0, stride = 1;
+    for (int d = n - 1; d >= 0; d--) {
+        int64_t i = index % shape[d];
+        index /= shape[d];
+        int td = d - (n - nt);
+        if (td >= 0) {
+            off += (t[td] == 1 ? 0 : i) * stride;
+            stride *= t[td];
+        }
+    }
+    return off;
 }
 
 /* ------------------------------------------------------------------------ */

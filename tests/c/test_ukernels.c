@@ -41,13 +41,24 @@ static void kref_add(opf_dtype dt, size_t n, const void *a, const void *b, void 
     dt == OPF_F32 ? ref_add_array_f32(n, a, b, y) : ref_add_array_f64(n, a, b, y);
 }
 
+static void kref_mul(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
+    (void)alpha;
+    dt == OPF_F32 ? ref_mul_array_f32(n, a, b, y) : ref_mul_array_f64(n, a, b, y);
+}
+/* sum_to's kernel (x, like): y = x, like unread (the engine sums). */
+static void kref_copy(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
+    (void)b, (void)alpha;
+    memcpy(y, a, n * opf_dtype_size(dt));
+}
+
 /* Every elementwise row of the built-in table needs its reference here: a
- * row without one fails test_eltwise_kernels. */
+ * row without one fails test_eltwise_kernels. A kernel of three inputs gets
+ * (a, b, a): mul_grad's (dy, other, like) does not read like. */
 static const struct {
     const char *op;
     eltwise_ref ref;
-} eltwise_refs[] = {
-    {"relu", kref_relu}, {"relu_", kref_relu}, {"relu_grad", kref_relu_grad}, {"scale", kref_scale}, {"add", kref_add}};
+} eltwise_refs[] = {{"relu", kref_relu}, {"relu_", kref_relu}, {"relu_grad", kref_relu_grad}, {"scale", kref_scale},
+                    {"add", kref_add},   {"mul", kref_mul},    {"sum_to", kref_copy},         {"mul_grad", kref_mul}};
 
 typedef struct eltwise_case {
     const char *name;
@@ -60,7 +71,7 @@ typedef struct eltwise_case {
 
 static void call_kernel(const eltwise_case *c, size_t n, const void *a, const void *b, void *y, double alpha) {
     opf_attr_value attrs[OPF_MAX_ATTRS] = {{.f = alpha}};
-    const void *in[2] = {a, b};
+    const void *in[3] = {a, b, a};
     void *out[1] = {y};
     c->kernel((int64_t)n, in, out, attrs);
 }
@@ -142,7 +153,7 @@ static void eltwise_once(const eltwise_case *c, const void *kernel, size_t n, si
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s n=%zu misalign=%zu %s %s alpha=%g", c->name, n, misalign, tight ? "tight" : "guarded",
              special ? "specials" : "uniform", alpha);
-    const int binary = c->arity == 2;
+    const int binary = c->arity >= 2;
 
     gbuf a = gbuf_make(esz, n, misalign, tight);
     gbuf b = gbuf_make(esz, binary ? n : 0, (misalign + 1) % 4, tight);
@@ -258,6 +269,13 @@ static void eltwise_known_values(const eltwise_case *c) {
         const float want[8] = {8.0f, 11.0f, 12.0f, 16.5f, NAN, -INFINITY, INFINITY, 17.0f};
         call_kernel(c, 8, x, dy, y, 1.0);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s", ctx);
+    } else if (strcmp(c->op, "mul") == 0 || strcmp(c->op, "mul_grad") == 0) {
+        const float want[8] = {-20.0f, -0.0f, 0.0f, 45.5f, NAN, -INFINITY, INFINITY, 17 * FLT_TRUE_MIN};
+        call_kernel(c, 8, x, dy, y, 1.0);
+        CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s", ctx);
+    } else if (strcmp(c->op, "sum_to") == 0) {
+        call_kernel(c, 8, x, dy, y, 1.0);
+        CHECK_CLOSE_F32(y, x, 8, 0.0, 0.0, "%s", ctx);
     }
 }
 

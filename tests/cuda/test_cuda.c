@@ -260,6 +260,11 @@ static int ew_config_applies(const ew_row *e, const ew_config *c, int big) {
     if ((c->inplace == 2 && e->num_in < 2) || (c->inplace == 3 && (e->num_out < 2 || e->num_in < e->num_out))) {
         return 0;
     }
+    for (int j = 0; c->inplace != 0 && j < e->num_out; j++) { /* an output summed over broadcast dims: never in place */
+        if (e->op->output_shapes[j].kind == OPF_SHAPE_SUM_TO) {
+            return 0;
+        }
+    }
     for (int j = 0; j < e->num_out; j++) { /* a broadcast input cannot be written */
         int i = ew_alias(e, c, j);
         if (i >= 0 && ew_input_layout(c, i) == TV_BROADCAST) {
@@ -386,6 +391,106 @@ TEST(test_scale) {
     test_eltwise_row(row("scale"), alphas, 3, 1003);
 }
 TEST(test_add) { test_eltwise_row(row("add"), NULL, 0, 1004); }
+TEST(test_mul) { test_eltwise_row(row("mul"), NULL, 0, 1005); }
+TEST(test_sum_to_same_shape) { test_eltwise_row(row("sum_to"), NULL, 0, 1006); }
+
+/* Rows that broadcast: inputs of different shapes (zero strides in their
+ * views) and outputs summed over broadcast dims (the kernel into scratch at
+ * the full shape, then the sums), GPU vs CPU: bit for bit for add and mul,
+ * within 4 eps of the sum of the terms' magnitudes for the sums (the GPU adds
+ * in double in another order). */
+typedef struct bc_case {
+    const char *row;
+    int num_in;
+    ew_shape in[3];
+} bc_case;
+
+static void bc_run(const bc_case *c, opf_dtype dt, tv_layout layout, rng *r) {
+    const opf_op_def *op = row(c->row);
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s %s %s", c->row, dtype_str(dt), tv_layout_name(layout));
+    dview in[3], out;
+    const opf_tensor *gin[3] = {NULL}, *hin[3] = {NULL};
+    for (int i = 0; i < c->num_in; i++) {
+        dv_make(&in[i], dt, c->in[i].ndim, c->in[i].shape, i == 0 ? layout : TV_CONTIG, 0, i);
+        tv_fill(&in[i].h, r, 0, NULL);
+        dv_upload(&in[i]);
+        gin[i] = &in[i].t;
+        hin[i] = &in[i].h.t;
+    }
+    int32_t ndim;
+    int64_t shape[OPF_MAX_RANK];
+    CHECK_OK(opf_op_infer_shape(op, hin, 0, &ndim, shape), ctx);
+    dv_make(&out, dt, ndim, shape, layout == TV_CONTIG ? TV_CONTIG : TV_NEGATIVE, 0, 1);
+    dv_upload(&out);
+    opf_status gst = opf_op_run_cuda(op, gin, (const opf_tensor *[]){&out.t}, NULL, stream);
+    char msg[512];
+    last_error_copy(msg, sizeof msg);
+    CHECK_OK(opf_op_run(op, hin, (const opf_tensor *[]){&out.h.t}, NULL), ctx);
+    if (CHECK(gst == OPF_OK, "%s: GPU status %s (%s)", ctx, opf_status_name(gst), msg)) {
+        sync_stream();
+        const size_t n = out.h.numel, elem = out.h.elem;
+        unsigned char *got = xcalloc(n + 1, elem), *want = xcalloc(n + 1, elem);
+        tview back = dv_download(&out);
+        tv_gather(&back, got);
+        tv_gather(&out.h, want);
+        if (c->num_in == 2 && strcmp(c->row, "sum_to") != 0) {
+            check_same_nan_aware(got, want, n, elem, ctx);
+        } else {
+            /* |GPU - CPU| <= 4 eps (|sum| + 1) * terms per element: both within 2 eps of the exact sum */
+            int64_t terms = 1;
+            for (int i = 0; i < c->num_in; i++) {
+                int64_t k = (int64_t)in[i].h.numel;
+                terms = k > terms ? k : terms;
+            }
+            terms = n > 0 ? terms / (int64_t)n : 0;
+            const double eps = dt == OPF_F32 ? 1.2e-7 : 2.3e-16;
+            for (size_t i = 0; i < n; i++) {
+                double g = dt == OPF_F32 ? ((float *)got)[i] : ((double *)got)[i];
+                double w = dt == OPF_F32 ? ((float *)want)[i] : ((double *)want)[i];
+                if (!CHECK(fabs(g - w) <= 4 * eps * (double)(terms + 1) * (fabs(w) + 4.0),
+                           "%s: element %zu: GPU %.17g, CPU %.17g", ctx, i, g, w)) {
+                    break;
+                }
+            }
+        }
+        CHECK_TV_GUARDS(&back, "%s", ctx);
+        free(got);
+        free(want);
+    }
+    for (int i = 0; i < c->num_in; i++) {
+        dv_free(&in[i]);
+    }
+    dv_free(&out);
+}
+
+TEST(test_broadcast) {
+    static const bc_case cases[] = {
+        {"add", 2, {{2, {3, 1}, 0}, {2, {1, 4}, 0}}},
+        {"add", 2, {{1, {5}, 0}, {3, {2, 3, 5}, 0}}},
+        {"mul", 2, {{0, {0}, 0}, {2, {7, 17}, 0}}},
+        {"mul", 2, {{3, {64, 1, 33}, 0}, {2, {9, 1}, 0}}},
+        {"add", 2, {{2, {0, 4}, 0}, {1, {4}, 0}}},
+        {"sum_to", 2, {{3, {2, 3, 4}, 0}, {2, {3, 1}, 0}}},
+        {"sum_to", 2, {{2, {1000, 33}, 0}, {1, {33}, 0}}},
+        {"sum_to", 2, {{2, {33, 1000}, 0}, {2, {33, 1}, 0}}},
+        {"sum_to", 2, {{1, {100003}, 0}, {0, {0}, 0}}},
+        {"sum_to", 2, {{2, {3, 1}, 0}, {3, {2, 3, 4}, 0}}},
+        {"sum_to", 2, {{2, {0, 3}, 0}, {1, {3}, 0}}},
+        {"mul_grad", 3, {{3, {2, 3, 4}, 0}, {2, {3, 1}, 0}, {1, {4}, 0}}},
+        {"mul_grad", 3, {{2, {3, 1}, 0}, {2, {1, 4}, 0}, {2, {3, 4}, 0}}},
+        {"mul_grad", 3, {{3, {40, 50, 30}, 0}, {1, {30}, 0}, {3, {40, 1, 30}, 0}}},
+    };
+    rng r = rng_seed(1007);
+    static const tv_layout layouts[] = {TV_CONTIG, TV_TRANSPOSED, TV_STEP2, TV_NEGATIVE};
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            for (size_t l = 0; l < (quick ? 1 : sizeof layouts / sizeof layouts[0]); l++) {
+                bc_run(&cases[c], dtypes[d], layouts[l], &r);
+            }
+        }
+    }
+}
 
 /* More than 2^32 elements (the strided path's 64-bit index arithmetic): a
  * broadcast row into a [65537, 65536] float32 output (16 GiB), checked on the
@@ -1570,7 +1675,8 @@ TEST(test_errors) {
 
 /* Every row that declares a CUDA kernel is one this file tests. */
 TEST(test_rows_covered) {
-    static const char *const tested[] = {"relu", "relu_", "relu_grad", "scale", "add", "dense", "dense_grad"};
+    static const char *const tested[] = {"relu", "relu_",  "relu_grad", "scale", "add",
+                                         "mul",  "sum_to", "mul_grad",  "dense", "dense_grad"};
     const opf_op_table *t = opf_builtin_ops();
     for (int64_t i = 0; i < t->num_ops; i++) {
         if (t->ops[i]->compute_cuda == NULL) {
@@ -1629,7 +1735,7 @@ TEST(test_myops_covered) {
     }
 
 TEST(test_cuda_builds_present) {
-    static const char *const builtin[] = {"relu", "relu_", "relu_grad", "scale", "add"};
+    static const char *const builtin[] = {"relu", "relu_", "relu_grad", "scale", "add", "mul", "sum_to", "mul_grad"};
     const opf_op_table *t = opf_builtin_ops();
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
         const opf_op_def *op = opf_op_find(t, builtin[i]);
@@ -1758,6 +1864,9 @@ static int run_gpu_tests(void) {
     RUN_TEST(test_relu_grad);
     RUN_TEST(test_scale);
     RUN_TEST(test_add);
+    RUN_TEST(test_mul);
+    RUN_TEST(test_sum_to_same_shape);
+    RUN_TEST(test_broadcast);
     RUN_TEST(test_relu_huge);
     RUN_TEST(test_user_mix_max);
     RUN_TEST(test_user_clamp_inplace);

@@ -11,7 +11,7 @@ Sample = tuple[tuple[Any, ...], dict[str, Any]]
 
 def _r(*shape: int, dtype: torch.dtype, requires_grad: bool = False, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed + 7 * len(shape) + sum(shape))
-    t = torch.randn(*shape, generator=g, dtype=dtype)
+    t = torch.randn(shape, generator=g, dtype=dtype)
     # keep values away from ReLU's kink, where finite differences are meaningless
     t = torch.where(t.abs() < 0.05, t.sign() * 0.05 + t, t)
     return t.requires_grad_(requires_grad)
@@ -26,8 +26,30 @@ def samples(name: str, dtype: torch.dtype, requires_grad: bool = False) -> list[
         return [((R(4, 6), R(4, 6, seed=1)), {}), ((R(5), R(5, seed=2)), {})]
     if name == "scale":
         return [((R(3, 4),), {"alpha": 2.5}), ((R(6)[::2],), {"alpha": -0.5}), ((R(2, 2),), {})]
-    if name == "add":
-        return [((R(3, 4), R(3, 4, seed=1)), {}), ((R(4, 3).t(), R(3, 4, seed=2)), {})]
+    if name in ("add", "mul"):  # same shapes, then broadcasting pairs (0-d, size-1 dims, rank mismatch)
+        return [
+            ((R(3, 4), R(3, 4, seed=1)), {}),
+            ((R(4, 3).t(), R(3, 4, seed=2)), {}),
+            ((R(3, 1), R(1, 4, seed=3)), {}),
+            ((R(4), R(2, 3, 4, seed=4)), {}),
+            ((R(2, 3, 4)[:, ::2], R()), {}),
+            ((R(2, 1, 4), R(3, 1, seed=5).t().t()), {}),
+        ]
+    if name == "sum_to":  # summed down to like's shape, or broadcast up to it
+        return [
+            ((R(2, 3, 4), R(3, 1, seed=1)), {}),
+            ((R(3, 4).t(), R(3, seed=2)), {}),
+            ((R(3, 1), R(2, 3, 4, seed=3)), {}),
+            ((R(5), R(seed=4)), {}),
+            ((R(3, 4), R(3, 4, seed=5)), {}),
+        ]
+    if name == "mul_grad":  # (dy, other, like): sum_to(dy * other, like)
+        return [
+            ((R(2, 3, 4), R(3, 1, seed=1), R(4, seed=2)), {}),
+            ((R(3, 4), R(3, 4, seed=1), R(1, 4, seed=2)), {}),
+            ((R(3, 1), R(1, 4, seed=1), R(3, 4, seed=2)), {}),
+            ((R(4, 3).t(), R(seed=1), R(seed=2)), {}),
+        ]
     if name == "dense":
         return [
             ((R(3, 4), R(4, 5, seed=1), R(5, seed=2)), {"activation": "relu"}),
