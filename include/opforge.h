@@ -1015,7 +1015,7 @@ OPF__REDUCE_FN(opf__max_f64, double, 16, -__builtin_inf(), (v > a || v != v) ? v
 
 /* The dot product: the lanes of opf_sum, each adding the products a[i] * b[i]. */
 #define OPF__DOT_FN(fn, type, lanes)                                                                                   \
-    OPF__REDUCE_INLINE type fn(int64_t n, const type *a, const type *b) {                                                    \
+    OPF__REDUCE_INLINE type fn(int64_t n, const type *a, const type *b) {                                              \
         type acc[lanes];                                                                                               \
         for (int j = 0; j < lanes; j++) {                                                                              \
             acc[j] = 0;                                                                                                \
