@@ -462,8 +462,13 @@ static int engine_ok(const opf_op_def *op) {
         }
         for (int32_t o = 0; o < op->num_outputs; o++) {
             const opf_shape_rule *sr = &op->output_shapes[o];
-            if (!(op->outputs[o].flags & OPF_ARG_BATCHED) ||
-                (sr->kind != OPF_SHAPE_LIKE && sr->kind != OPF_SHAPE_BATCH) || !want[sr->like] ||
+            if (!(op->outputs[o].flags & OPF_ARG_BATCHED)) { /* a sum over the rows: any dims */
+                if (sr->kind != OPF_SHAPE_DIMS) {
+                    return 0;
+                }
+                continue;
+            }
+            if ((sr->kind != OPF_SHAPE_LIKE && sr->kind != OPF_SHAPE_BATCH) || !want[sr->like] ||
                 (sr->kind == OPF_SHAPE_BATCH && sr->drop != op->inputs[sr->like].core_dims)) {
                 return 0;
             }
