@@ -42,6 +42,9 @@ CUDA_DEP_HEADERS := $(wildcard include/*.h src/*/*.h src/*/*/*.h src/*/*.inc)
 CUDA_LIB_A := $(BUILD)/libopforge.a
 
 CUDA_ENABLED := 0
+# Files of authored kernels that a CUDA build compiles with nvcc (below), and
+# the CUDA emulator with the host C++ compiler.
+CUDA_AUTHORED_SRC := src/ops/eltwise.c src/ops/activations.c
 CUDA_OBJ :=
 CUDA_DEFS :=
 CUDA_LDLIBS :=
@@ -99,7 +102,6 @@ $(BUILD)/obj/cuda/%.o: src/cuda/%.cu $(CUDA_DEP_HEADERS)
 # contraction of a*b + c on the device (-fmad=false) or the host
 # (-ffp-contract=off: g++ contracts by default, unlike C in ISO mode), and no
 # -Wextra warning about the fields a declaration leaves out.
-CUDA_AUTHORED_SRC := src/ops/eltwise.c
 CUDA_AUTHORED_FLAGS := -x cu -fmad=false -Xcompiler -ffp-contract=off,-Wno-missing-field-initializers
 
 # (A static pattern rule: it takes these objects from the Makefile's C rule.)
@@ -200,9 +202,9 @@ EMU_CXXFLAGS = -std=c++17 -O2 -g -pthread -Wall -Wextra -Werror -Wno-unknown-pra
                $(INCLUDES) $(EMU_INC)
 # What nvcc does to a file: CUDA C++, __CUDACC__, cuda_runtime.h first.
 EMU_CU := -x c++ -D__CUDACC__ -include cuda_runtime.h -DOPF_HAVE_CUDA
-EMU_C_SRC = $(filter-out src/core/cuda_none.c src/ops/eltwise.c,$(wildcard src/core/*.c src/ops/*.c)) \
+EMU_C_SRC = $(filter-out src/core/cuda_none.c $(CUDA_AUTHORED_SRC),$(wildcard src/core/*.c src/ops/*.c)) \
             src/cuda/device.c $(KERNEL_SRC)
-EMU_OBJ = $(patsubst src/%.c,$(EMU_BUILD)/obj/%.o,$(EMU_C_SRC)) $(EMU_BUILD)/cu/ops/eltwise.o \
+EMU_OBJ = $(patsubst src/%.c,$(EMU_BUILD)/obj/%.o,$(EMU_C_SRC)) $(patsubst src/%.c,$(EMU_BUILD)/cu/%.o,$(CUDA_AUTHORED_SRC)) \
           $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o $(EMU_BUILD)/runtime.o
 EMU_TEST_BIN := $(EMU_BUILD)/test_cuda
 
@@ -212,10 +214,10 @@ $(EMU_BUILD)/obj/%.o: src/%.c $(CUDA_DEP_HEADERS)
 	$(Q)$(CC) $(BASE_CFLAGS) -DOPF_HAVE_CUDA $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) $(EMU_INC) \
 	  -c $< -o $@
 
-$(EMU_BUILD)/cu/ops/eltwise.o: src/ops/eltwise.c $(CUDA_DEP_HEADERS)
+$(patsubst src/%.c,$(EMU_BUILD)/cu/%.o,$(CUDA_AUTHORED_SRC)): $(EMU_BUILD)/cu/%.o: src/%.c $(CUDA_DEP_HEADERS)
 $(EMU_BUILD)/cu/cuda/eltwise.o: src/cuda/eltwise.cu $(CUDA_DEP_HEADERS)
 $(EMU_BUILD)/cu/user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS)
-$(EMU_BUILD)/cu/ops/eltwise.o $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o:
+$(patsubst src/%.c,$(EMU_BUILD)/cu/%.o,$(CUDA_AUTHORED_SRC)) $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o:
 	@mkdir -p $(dir $@)
 	@echo "  CXX emu $<"
 	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) -c $< -o $@
