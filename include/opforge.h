@@ -55,13 +55,13 @@ extern "C" {
  * declaration layer (opf_op_decl, signatures, kernel engines); version 3 the
  * CUDA build of an authored elementwise kernel (opf_eltwise_kernel.cuda).
  * Libraries built for an earlier version must be rebuilt. */
-#define OPF_TABLE_ABI_VERSION 3
+#define OPF_TABLE_ABI_VERSION 4
 
 #define OPF_MAX_RANK 16     /* highest tensor rank any op accepts */
 #define OPF_MAX_ARGS 8      /* inputs or outputs per op */
 #define OPF_MAX_ATTRS 8     /* attributes per op */
 #define OPF_MAX_CHECKS 16   /* shape checks per op */
-#define OPF_MAX_GRADS 4     /* gradient rules per op */
+#define OPF_MAX_GRADS 8     /* gradient rules per op, and tangent rules per op */
 #define OPF_MAX_CHOICES 8   /* names of one enum attribute */
 #define OPF_MAX_RULE_RANK 4 /* rank of an output described dim by dim */
 #define OPF_NUM_VARIANTS 3  /* per-ISA builds of an authored kernel (opf_kernel_variant) */
@@ -236,7 +236,8 @@ typedef enum opf_grad_source_kind {
     OPF_FROM_NONE = 0,   /* pass nothing (an absent optional input) */
     OPF_FROM_INPUT = 1,  /* forward input `index` */
     OPF_FROM_OUTPUT = 2, /* forward output `index` */
-    OPF_FROM_GRAD = 3    /* gradient flowing into forward output `index` */
+    OPF_FROM_GRAD = 3,   /* gradient flowing into forward output `index` */
+    OPF_FROM_TANGENT = 4 /* tangent of forward input `index` (tangent rules only) */
 } opf_grad_source_kind;
 
 typedef struct opf_grad_source {
@@ -249,7 +250,12 @@ typedef struct opf_grad_source {
  * Attributes of the gradient op are taken from the forward op's attributes
  * of the same name. op == NULL means identity: the gradient of input
  * produces[0] is sources[0] itself. Inputs without a rule get no gradient
- * (zero). An op with no rules is not differentiable. */
+ * (zero). An op with no rules is not differentiable.
+ *
+ * A tangent rule (opf_op_def.jvps, forward mode) has the same form, mirrored:
+ * its sources may be tangents of forward inputs (OPF_FROM_TANGENT, never
+ * OPF_FROM_GRAD), and its output j is a contribution to the tangent of
+ * forward output `produces[j]`. Contributions to one tensor add up. */
 typedef struct opf_grad_def {
     const char *op;
     int32_t num_sources;
@@ -373,6 +379,10 @@ typedef struct opf_op_def {
     const opf_row_kernel *row;
     const char *qualname;  /* "<table>.<name>", the prefix of the row's errors (NULL: name) */
     const char *signature; /* the declaration's signature, or NULL */
+    /* Tangent rules (forward mode), in the form of grads; none: the row has
+     * no forward mode, and frameworks say so when asked for it. */
+    int32_t num_jvps;
+    opf_grad_def jvps[OPF_MAX_GRADS];
 } opf_op_def;
 
 /* A table of ops: what libopforge exposes for its built-in ops, and what a
@@ -417,12 +427,30 @@ typedef struct opf_op_table {
  *
  * A source is a forward input or output by name, "d<output>" for the gradient
  * flowing into that output, or '_' for nothing. The gradient op's attributes
- * are the forward op's of the same name. Gradient rows declare their own grad,
- * so derivatives compose to any order. */
+ * are the forward op's of the same name. A gradient row must be linear in
+ * the gradients it receives; gradient rows declare their own grad, so
+ * derivatives compose to any order. An absent optional input is zero: a rule
+ * that passes one where its op requires a tensor contributes nothing (so
+ * write such a term linear in that input).
+ *
+ * jvp (NULL: the op has no forward mode, and frameworks say so when asked for
+ * it) states the tangent of each output (written with a prime) from the
+ * tangents of the inputs, in the same form; "x'" is the tangent of input x
+ * (absent: zero), and contributions to one output's tangent add up:
+ *
+ *   "y' = relu_grad(x', x)"                   elementwise: J x' = f'(x) x'
+ *   "y' = a'; y' = b'"                        identity, summed
+ *   "dx' = softplus_grad(dy', x); _, dx' = softplus_grad_grad(x', dy, x)"
+ *
+ * Rules must be linear in the tangents. Reverse mode (grad) is the transpose
+ * of forward mode (jvp): JAX computes a JVP from jvp and its transpose from
+ * grad, so second order in either mode needs, for each row reached, both
+ * rules (the gradient row's own grad and jvp; see docs/writing-ops.md). */
 typedef struct opf_op_decl {
     const char *signature;
     const char *doc;      /* one paragraph */
     const char *grad;     /* gradient rules, or NULL */
+    const char *jvp;      /* tangent rules (forward mode), or NULL */
     const char *arg_docs; /* optional: "x: the input; y: the result" */
     uint32_t dtypes;      /* OPF_DTYPES_* bits; 0 means float32 and float64 */
     /* Exactly one of eltwise, row, compute. */

@@ -23,13 +23,14 @@ OPF_ROW_KERNEL(rowsum_grad, (dy, x), (dx), {
 
 static const opf_op_decl myops[] = {
     {"softplus(x) -> y", .doc = "log(1 + exp(x)), elementwise.", .grad = "dx = softplus_grad(dy, x)",
-     .eltwise = &softplus},
+     .jvp = "y' = softplus_grad(x', x)", .eltwise = &softplus},
     {"softplus_grad(dy, x) -> dx", .doc = "Gradient of softplus: dy * sigmoid(x).", .eltwise = &softplus_grad},
-    {"my_op(x, *, factor: float = 2) -> y", .doc = "x * factor.", .grad = "dx = my_op(dy)", .eltwise = &my_op},
+    {"my_op(x, *, factor: float = 2) -> y", .doc = "x * factor.", .grad = "dx = my_op(dy)", .jvp = "y' = my_op(x')",
+     .eltwise = &my_op},
     {"rowsum(x[..., M]) -> y[...]", .doc = "Sum over the last axis.", .grad = "dx = rowsum_grad(dy, x)",
-     .row = &rowsum},
+     .jvp = "y' = rowsum(x')", .row = &rowsum},
     {"rowsum_grad(dy[...], x[..., M]) -> dx[..., M]", .doc = "Gradient of rowsum: dy along each row.",
-     .grad = "ddy = rowsum(ddx)", .row = &rowsum_grad}, /* x only shapes dx: no gradient */
+     .grad = "ddy = rowsum(ddx)", .jvp = "dx' = rowsum_grad(dy', x)", .row = &rowsum_grad}, /* x only shapes dx */
     {0},
 };
 OPF_EXPORT_OPS("myops", myops)

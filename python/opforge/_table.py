@@ -27,7 +27,7 @@ AttrValue = Union[float, int, str]
 CheckKind = Literal["rank", "same_shape", "dim_eq", "min_rank", "dim_is", "batch_eq"]
 ShapeKind = Literal["none", "like", "dims", "batch"]
 OpKind = Literal["eltwise", "row", "compute"]
-GradSourceKind = Literal["none", "input", "output", "grad"]
+GradSourceKind = Literal["none", "input", "output", "grad", "tangent"]
 
 #: numpy-style dtype names of the dtype bits of ``opf_op_def.dtypes``.
 DTYPE_BITS: dict[str, int] = {"float32": lib.OPF_DTYPES_F32, "float64": lib.OPF_DTYPES_F64}
@@ -54,6 +54,7 @@ _GRAD_SOURCE_KINDS: dict[int, GradSourceKind] = {
     lib.OPF_FROM_INPUT: "input",
     lib.OPF_FROM_OUTPUT: "output",
     lib.OPF_FROM_GRAD: "grad",
+    lib.OPF_FROM_TANGENT: "tangent",
 }
 
 
@@ -112,7 +113,8 @@ class ShapeRule:
 
 @dataclass(frozen=True)
 class GradSource:
-    """An argument of a gradient op: a forward input/output or an output's gradient."""
+    """An argument of a rule's op: a forward input/output, an output's gradient
+    (gradient rules) or an input's tangent (tangent rules)."""
 
     kind: GradSourceKind
     index: int
@@ -122,7 +124,10 @@ class GradSource:
 class GradDef:
     """Gradient rule: running ``op`` on ``sources`` gives, in its output j, the
     gradient of forward input ``produces[j]`` (-1: unused). ``op`` None means
-    identity: the gradient of input ``produces[0]`` is ``sources[0]``."""
+    identity: the gradient of input ``produces[0]`` is ``sources[0]``.
+
+    A tangent rule (``OpDef.jvps``) has the same form: its output j adds to the
+    tangent of forward output ``produces[j]``."""
 
     op: Optional[str]
     sources: tuple[GradSource, ...]
@@ -147,6 +152,7 @@ class OpDef:
     checks: tuple[Check, ...]
     grads: tuple[GradDef, ...]
     cdata: Any = field(repr=False, compare=False)  # const opf_op_def *
+    jvps: tuple[GradDef, ...] = ()  # tangent rules (forward mode)
 
 
 @dataclass(frozen=True)
@@ -237,6 +243,7 @@ def read_op(row: Any) -> OpDef:
         attrs=tuple(_attr(a) for a in row.attrs[0 : row.num_attrs]),
         checks=tuple(_check(c) for c in row.checks[0 : row.num_checks]),
         grads=tuple(_grad(g) for g in row.grads[0 : row.num_grads]),
+        jvps=tuple(_grad(g) for g in row.jvps[0 : row.num_jvps]),
         cdata=row,
     )
 
@@ -385,12 +392,32 @@ def docstring(
 # --------------------------------------------------------------------------
 
 
+def required_inputs(table: OpTable) -> Callable[[str], tuple[bool, ...]]:
+    """``required`` of :func:`run_grad_rules` for the rows of ``table``."""
+
+    def required(name: str) -> tuple[bool, ...]:
+        row = table.find(name)
+        return () if row is None else tuple(not arg.optional for arg in row.inputs)
+
+    return required
+
+
+def _absent_where_required(rule: GradDef, args: Sequence[Any], required: Optional[Callable[[str], Sequence[bool]]]) -> bool:
+    """Whether a rule passes an absent value (None: an absent input or
+    tangent, a gradient of an output not computed) where its op requires one:
+    rules are linear in such values, so the rule contributes nothing."""
+    if rule.op is None or required is None:
+        return False
+    return any(a is None and s.kind != "none" and r for a, s, r in zip(args, rule.sources, required(rule.op)))
+
+
 def run_grad_rules(
     op: OpDef,
     needs: Sequence[bool],
     value: Callable[[GradSource], Any],
     call: Callable[[str, list[Any], list[bool]], Sequence[Any]],
     skip: Optional[Callable[[GradDef], bool]] = None,
+    required: Optional[Callable[[str], Sequence[bool]]] = None,
 ) -> list[Any]:
     """The gradient of each input of ``op`` by its table rules, in a
     framework's values; None where no rule gives one (or none is needed).
@@ -402,7 +429,11 @@ def run_grad_rules(
     whether its output j is used (an optional output nobody wants need not be
     computed); returns its outputs in order (None for one not computed).
     ``skip(rule)``: True for a rule known to contribute zero (JAX: all the
-    cotangents it reads are symbolic zeros). Contributions to one input add up.
+    cotangents it reads are symbolic zeros). ``required(op_name)``: per input
+    of a rule's op, whether it is required; a rule that would pass an absent
+    optional input of ``op`` where its op requires a tensor contributes
+    nothing (absent optional inputs are zero, and a rule is linear in such a
+    value). Contributions to one input add up.
     """
     grads: list[Any] = [None] * len(op.inputs)
     for rule in op.grads:
@@ -410,11 +441,49 @@ def run_grad_rules(
         if not any(wanted) or (skip is not None and skip(rule)):
             continue
         args = [value(source) for source in rule.sources]
+        if _absent_where_required(rule, args, required):
+            continue
         produced = (args[0],) if rule.op is None else call(rule.op, args, wanted)
         for j, target in enumerate(rule.produces):
             if wanted[j] and j < len(produced) and produced[j] is not None:
                 grads[target] = produced[j] if grads[target] is None else grads[target] + produced[j]
     return grads
+
+
+def run_jvp_rules(
+    op: OpDef,
+    needs: Sequence[bool],
+    value: Callable[[GradSource], Any],
+    call: Callable[[str, list[Any], list[bool]], Sequence[Any]],
+    zeros: Callable[[int], Any],
+    skip: Optional[Callable[[GradDef], bool]] = None,
+    required: Optional[Callable[[str], Sequence[bool]]] = None,
+) -> list[Any]:
+    """The tangent of each output of ``op`` by its tangent rules, in a
+    framework's values; None where no rule gives one (a zero tangent).
+
+    ``needs[o]``: whether output o's tangent is wanted. ``value(source)``: a
+    rule's argument: a forward input or output, an input's tangent (None for a
+    zero one), or None. ``call`` and ``skip`` as in :func:`run_grad_rules`; a
+    rule every tangent source of which is zero is skipped (rules are linear in
+    the tangents). Contributions to one output add up.
+    """
+    tangents: list[Any] = [None] * len(op.outputs)
+    for rule in op.jvps:
+        wanted = [0 <= target < len(needs) and needs[target] for target in rule.produces]
+        if not any(wanted) or (skip is not None and skip(rule)):
+            continue
+        args = [value(source) for source in rule.sources]
+        if all(a is None for a, s in zip(args, rule.sources) if s.kind == "tangent"):
+            continue
+        args = [zeros(s.index) if a is None and s.kind == "tangent" else a for a, s in zip(args, rule.sources)]
+        if _absent_where_required(rule, args, required):
+            continue
+        produced = (args[0],) if rule.op is None else call(rule.op, args, wanted)
+        for j, target in enumerate(rule.produces):
+            if wanted[j] and j < len(produced) and produced[j] is not None:
+                tangents[target] = produced[j] if tangents[target] is None else tangents[target] + produced[j]
+    return tangents
 
 
 def read_table(table: Any, owner: Any = None) -> OpTable:

@@ -148,6 +148,7 @@ cdef extern from "opforge.h" nogil:
         OPF_FROM_INPUT
         OPF_FROM_OUTPUT
         OPF_FROM_GRAD
+        OPF_FROM_TANGENT
 
     ctypedef struct opf_grad_source:
         opf_grad_source_kind kind
@@ -222,6 +223,8 @@ cdef extern from "opforge.h" nogil:
         const opf_row_kernel *row
         const char *qualname
         const char *signature
+        int32_t num_jvps
+        opf_grad_def jvps[OPF_MAX_GRADS]
 
     ctypedef struct opf_op_table:
         uint32_t abi_version
@@ -246,6 +249,7 @@ cdef extern from "opforge.h" nogil:
         const char *signature
         const char *doc
         const char *grad
+        const char *jvp
         const char *arg_docs
         uint32_t dtypes
         const opf_eltwise_kernel *eltwise

@@ -68,11 +68,25 @@ try:
 except ImportError:  # where the public alias moved: its defining module
     from jax._src.custom_derivatives import SymbolicZero  # type: ignore[no-redef]
 
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
 from . import get_adapter_library
 from ._capi import ffi, lib
 from ._status import check as _check_status
 from ._build import Source, load_user_table
-from ._table import AttrDef, GradDef, GradSource, OpDef, OpTable, builtin_table, docstring, run_grad_rules
+from ._table import (
+    AttrDef,
+    GradDef,
+    GradSource,
+    OpDef,
+    OpTable,
+    builtin_table,
+    docstring,
+    required_inputs,
+    run_grad_rules,
+    run_jvp_rules,
+)
 
 __all__ = ["OpNamespace", "load_ops", "target_name", "ffi_api_version"]  # + one name per built-in op
 
@@ -354,104 +368,61 @@ class _Op:
         varying = frozenset().union(*(_varying_axes(a) for a in present))
         return tuple(_make_varying(out, varying) for out in outs) if varying else outs
 
+    def _rule_call(self, attrs: _Attrs) -> Callable[[str, list[Any], list[bool]], Sequence[Any]]:
+        """Runs a row named by a gradient or tangent rule (through its
+        differentiable function, so that rules compose to any order): its
+        attributes are this row's of the same name; only the products wanted
+        are asked for (an optional output nobody needs is not computed, e.g.
+        dense_grad's dx for a first layer)."""
+        attr_values = dict(attrs)
+
+        def call(name: str, args: list[Any], wanted: list[bool]) -> Sequence[Any]:
+            rule_op = self.namespace._ops[name]
+            rule_attrs = {a.name: attr_values[a.name] for a in rule_op.op.attrs if a.name in attr_values}
+            first = rule_op.num_mutated  # products: the mutated inputs' values, then the outputs
+            asked = tuple(first + o < len(wanted) and wanted[first + o] for o in range(len(rule_op.op.outputs)))
+            return rule_op._call(args, rule_attrs, asked)
+
+        return call
+
     @functools.lru_cache(maxsize=256)
     def _function(
         self, mask: tuple[bool, ...], attrs: _Attrs, outputs: tuple[bool, ...]
     ) -> Callable[..., tuple[jax.Array, ...]]:
         """The call for one input presence mask, attribute values and set of
-        outputs asked for, with its custom VJP. It returns the mutated inputs'
-        new values, then the outputs asked for (a skipped one is left out)."""
-        op = self.op
-        num_outputs = len(op.outputs)
+        outputs asked for, differentiable: a ``jax.custom_jvp`` whose tangent
+        is the linear primitive of :class:`_Linear` (tangent rules forward,
+        gradient rules for its transpose). It returns the mutated inputs' new
+        values, then the outputs asked for (a skipped one is left out)."""
 
-        @jax.custom_vjp
+        @jax.custom_jvp
         def run(*present: jax.Array) -> tuple[jax.Array, ...]:
             return self._raw(present, mask, attrs, outputs)
 
-        def forward(*primals: Any) -> tuple[tuple[jax.Array, ...], Any]:
-            # symbolic_zeros: each argument is a CustomVJPPrimal whose
-            # `perturbed` says whether anything differentiates through it. The
-            # flags are static; they travel to the backward rule in the
-            # structure of the residuals (None: no gradient wanted), which
-            # then asks the gradient rows only for the gradients wanted.
-            present = tuple(p.value for p in primals)
-            wanted = tuple(() if p.perturbed else None for p in primals)
-            # Through the custom-VJP function, not the bare call: under a
-            # second differentiation the saved outputs must be differentiable too.
-            results = run(*present)
-            return results, (present, results, wanted)
+        def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
+            # Through the custom-JVP function, not the bare call: under a
+            # second differentiation the outputs must be differentiable too.
+            results = run(*primals)
+            # symbolic_zeros: an input nothing differentiates has a
+            # SymbolicZero tangent; it is left out of the linear map (static).
+            which = tuple(not isinstance(t, SymbolicZero) for t in tangents)
+            linear = [t for t in tangents if not isinstance(t, SymbolicZero)]
+            if not linear:
+                return results, tuple(jnp.zeros_like(r) for r in results)
+            lin = self._linear(mask, attrs, outputs, which)
+            return results, tuple(_linear_p.bind(*primals, *results, *linear, lin=lin))
 
-        def backward(saved: Any, cotangents: tuple[Any, ...]) -> tuple[Optional[jax.Array], ...]:
-            present, results, wanted = saved
-            if not op.grads:
-                raise TypeError(f"{self.label} is not differentiable: its table row has no gradient rule")
-            inputs: list[Optional[jax.Array]] = []
-            needs_grad: list[bool] = []
-            it = iter(zip(present, wanted))
-            for here in mask:
-                x, flag = next(it) if here else (None, None)
-                inputs.append(x)
-                needs_grad.append(flag is not None)
-            # Per output: its value and its cotangent (None: not computed, a
-            # symbolic zero).
-            computed = iter(results[self.num_mutated :])
-            given = iter(cotangents[self.num_mutated :])
-            value_of: list[Optional[jax.Array]] = []
-            cotangent_of: list[Any] = []
-            for here in outputs:
-                value_of.append(next(computed) if here else None)
-                ct = next(given) if here else None
-                cotangent_of.append(None if isinstance(ct, SymbolicZero) else ct)
-            shapes = tuple(None if x is None else tuple(x.shape) for x in inputs)
-            dtype = present[0].dtype
-
-            def cotangent(o: int) -> jax.Array:
-                ct = cotangent_of[o]
-                if ct is not None:
-                    return ct
-                if value_of[o] is not None:
-                    return jnp.zeros_like(value_of[o])
-                zeros = jnp.zeros(self._output_shapes(shapes)[o], dtype)
-                return _make_varying(zeros, frozenset().union(*(_varying_axes(a) for a in present)))
-
-            attr_values = dict(attrs)
-
-            def value(source: GradSource) -> Optional[jax.Array]:
-                if source.kind == "input":
-                    return inputs[source.index]
-                if source.kind == "output":
-                    return value_of[source.index]
-                if source.kind == "grad":
-                    return cotangent(source.index)
-                return None
-
-            def call(name: str, args: list[Any], wanted: list[bool]) -> Sequence[Any]:
-                grad_op = self.namespace._ops[name]
-                grad_attrs = {a.name: attr_values[a.name] for a in grad_op.op.attrs if a.name in attr_values}
-                # Only the outputs whose gradient is wanted: an optional one
-                # nobody needs is not computed (dense's dx for a first layer's x).
-                first = grad_op.num_mutated  # produced[j]: the mutated inputs' values, then the outputs
-                asked = tuple(first + o < len(wanted) and wanted[first + o] for o in range(len(grad_op.op.outputs)))
-                return grad_op._call(args, grad_attrs, asked)
-
-            def zero(rule: GradDef) -> bool:
-                # A gradient rule is linear in the cotangents it reads: when
-                # all of them are zero (symbolic, or of an output not
-                # computed), so is its contribution.
-                read = [source.index for source in rule.sources if source.kind == "grad"]
-                return bool(read) and all(cotangent_of[o] is None for o in read)
-
-            needs = [x is not None and needs_grad[i] for i, x in enumerate(inputs)]
-            grads = run_grad_rules(op, needs, value, call, zero)
-            # None: a zero cotangent (an input nothing differentiates, or one
-            # without a rule).
-            return tuple(grads[i] for i, x in enumerate(inputs) if x is not None)
-
-        run.defvjp(forward, backward, symbolic_zeros=True)
+        run.defjvp(jvp, symbolic_zeros=True)
         # Jitted, so that an eager call takes jit's compiled-call cache (one
-        # compilation per shape and dtype) instead of tracing the custom VJP
+        # compilation per shape and dtype) instead of tracing the custom JVP
         # and the FFI call again each time; under an outer jit it is inlined.
         return jax.jit(run)
+
+    @functools.lru_cache(maxsize=256)
+    def _linear(
+        self, mask: tuple[bool, ...], attrs: _Attrs, outputs: tuple[bool, ...], which: tuple[bool, ...]
+    ) -> "_Linear":
+        return _Linear(self, mask, attrs, outputs, which)
 
     def _call(
         self, args: Sequence[Any], kwargs: dict[str, Any], outputs: Optional[tuple[bool, ...]] = None
@@ -491,6 +462,227 @@ class _Op:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         results = self._call(args, kwargs)
         return results[0] if len(results) == 1 else tuple(results)
+
+
+# --------------------------------------------------------------------------
+# Derivatives: one linear primitive per call, from the table's rules
+# --------------------------------------------------------------------------
+#
+# JAX differentiates in forward mode and gets reverse mode by transposing the
+# forward (linear) map. A row's tangent map is therefore a linear primitive,
+# ``opforge_linear``, bound by the row's custom JVP on (residuals: the present
+# inputs and the results; linear: the tangents of the inputs differentiated):
+# evaluating it runs the row's tangent rules (jvp), transposing it runs the
+# row's gradient rules (grad). Both call rows of the table through their own
+# differentiable functions, so derivatives compose to any order in either mode
+# as far as the rows reached declare their rules. A row without tangent rules
+# still has reverse mode (its map is only ever transposed there), and one
+# without gradient rules still has forward mode.
+
+
+class _Linear:
+    """The tangent map of one call of a row (a static parameter of
+    ``opforge_linear``; compared by identity, cached per call signature)."""
+
+    def __init__(
+        self, caller: "_Op", mask: tuple[bool, ...], attrs: _Attrs, outputs: tuple[bool, ...], which: tuple[bool, ...]
+    ) -> None:
+        self.caller = caller
+        self.mask = mask
+        self.attrs = attrs
+        self.outputs = outputs
+        self.which = which  # per present input: whether it has a tangent
+        self.num_present = len(which)
+        self.num_results = caller.num_mutated + sum(outputs)
+
+    def __repr__(self) -> str:
+        return f"<tangent map of {self.caller.label}>"
+
+    # -- the pieces of one call --------------------------------------------
+
+    def _split(self, residuals: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """Inputs (None where absent) and outputs (None where not computed)."""
+        present = iter(residuals[: self.num_present])
+        inputs = [next(present) if here else None for here in self.mask]
+        computed = iter(residuals[self.num_present + self.caller.num_mutated : self.num_present + self.num_results])
+        values = [next(computed) if here else None for here in self.outputs]
+        return inputs, values
+
+    def _per_input(self, linear: Sequence[Any]) -> list[Any]:
+        """Per input of the row: its entry of `linear` (None for an input
+        without one: absent, or not differentiated)."""
+        it = iter(linear)
+        slots = iter(self.which)
+        return [(next(it) if next(slots) else None) if here else None for here in self.mask]
+
+    # -- forward: the tangent rules --------------------------------------------
+
+    def forward(self, args: Sequence[Any]) -> list[jax.Array]:
+        caller = self.caller
+        op = caller.op
+        residuals, linear = args[: self.num_present + self.num_results], args[self.num_present + self.num_results :]
+        results = residuals[self.num_present :]
+        if not op.jvps:
+            raise TypeError(
+                f"{caller.label} has no forward mode: its table row declares no tangent rule (jvp); "
+                "reverse mode (jax.grad, jax.vjp, jax.jacrev) works where it has a gradient rule"
+            )
+        inputs, values = self._split(residuals)
+        tangent_of = self._per_input(linear)
+
+        def value(source: GradSource) -> Optional[jax.Array]:
+            if source.kind == "input":
+                return inputs[source.index]
+            if source.kind == "output":
+                return values[source.index]
+            if source.kind == "tangent":
+                return tangent_of[source.index]
+            return None
+
+        def zeros(i: int) -> Optional[jax.Array]:
+            return None if inputs[i] is None else jnp.zeros_like(inputs[i])
+
+        required = required_inputs(caller.namespace.__opforge_table__)
+        tangents = run_jvp_rules(op, list(self.outputs), value, caller._rule_call(self.attrs), zeros, required=required)
+        outs = iter(tangents)
+        # The mutated inputs' new values (rows written in place have no
+        # tangent rules of their own: zero), then the outputs computed.
+        wanted = [None] * caller.num_mutated + [t for t, here in zip(outs, self.outputs) if here]
+        return [jnp.zeros_like(r) if t is None else t.astype(r.dtype) for t, r in zip(wanted, results)]
+
+    # -- transpose: the gradient rules ----------------------------------------
+
+    def transpose(self, residuals: Sequence[Any], cotangents: Sequence[Any]) -> list[Optional[jax.Array]]:
+        """The cotangent of each linear input (None: zero) from the results' (None: zero)."""
+        caller = self.caller
+        op = caller.op
+        if not op.grads:
+            raise TypeError(f"{caller.label} is not differentiable: its table row has no gradient rule")
+        inputs, values = self._split(residuals)
+        present = [x for x in inputs if x is not None]
+        given = iter(cotangents[caller.num_mutated :])
+        cotangent_of = [next(given) if here else None for here in self.outputs]
+        shapes = tuple(None if x is None else tuple(x.shape) for x in inputs)
+
+        def cotangent(o: int) -> jax.Array:
+            if cotangent_of[o] is not None:
+                return cotangent_of[o]
+            if values[o] is not None:
+                return jnp.zeros_like(values[o])
+            zeros = jnp.zeros(caller._output_shapes(shapes)[o], present[0].dtype)
+            return _make_varying(zeros, frozenset().union(*(_varying_axes(a) for a in present)))
+
+        def value(source: GradSource) -> Optional[jax.Array]:
+            if source.kind == "input":
+                return inputs[source.index]
+            if source.kind == "output":
+                return values[source.index]
+            if source.kind == "grad":
+                return cotangent(source.index)
+            return None
+
+        def zero(rule: GradDef) -> bool:
+            # A gradient rule is linear in the cotangents it reads: when all
+            # of them are zero (symbolic, or of an output not computed), so is
+            # its contribution.
+            read = [source.index for source in rule.sources if source.kind == "grad"]
+            return bool(read) and all(cotangent_of[o] is None for o in read)
+
+        needs = [slot is not None for slot in self._per_input([True] * sum(self.which))]
+        required = required_inputs(caller.namespace.__opforge_table__)
+        grads = run_grad_rules(op, needs, value, caller._rule_call(self.attrs), zero, required)
+        return [grads[i] for i, slot in enumerate(needs) if slot]
+
+    def out_avals(self, avals: Sequence[Any]) -> list[Any]:
+        # Each tangent has the type of its result.
+        return list(avals[self.num_present : self.num_present + self.num_results])
+
+
+class _BatchedLinear:
+    """A linear map under ``jax.vmap``: the map of one element, vmapped (each
+    argument batched along its axis, or not), results batched along axis 0."""
+
+    def __init__(self, base: Any, dims: tuple[Optional[int], ...], size: int) -> None:
+        self.base = base
+        self.dims = dims
+        self.size = size
+        self.num_present = base.num_present
+        self.num_results = base.num_results
+
+    def __repr__(self) -> str:
+        return f"<batched {self.base!r}>"
+
+    def forward(self, args: Sequence[Any]) -> list[jax.Array]:
+        return jax.vmap(lambda *a: self.base.forward(a), in_axes=self.dims, out_axes=0, axis_size=self.size)(*args)
+
+    def transpose(self, residuals: Sequence[Any], cotangents: Sequence[Any]) -> list[Optional[jax.Array]]:
+        count = self.num_present + self.num_results
+        res_dims = self.dims[:count]
+        lin_dims = self.dims[count:]
+        ct_dims = tuple(None if c is None else 0 for c in cotangents)
+
+        def one(res: Sequence[Any], cts: Sequence[Any]) -> list[Any]:
+            return self.base.transpose(res, cts)
+
+        grads = jax.vmap(one, in_axes=(list(res_dims), list(ct_dims)), out_axes=0, axis_size=self.size)(
+            list(residuals), list(cotangents)
+        )
+        result: list[Optional[jax.Array]] = []
+        for g, d in zip(grads, lin_dims):
+            if g is None:
+                result.append(None)
+            elif d is None:  # an unbatched tangent: its cotangent sums over the batch
+                result.append(g.sum(axis=0))
+            else:
+                result.append(jnp.moveaxis(g, 0, d))
+        return result
+
+    def out_avals(self, avals: Sequence[Any]) -> list[Any]:
+        inner = [a if d is None else a.update(shape=a.shape[:d] + a.shape[d + 1 :]) for a, d in zip(avals, self.dims)]
+        return [a.update(shape=(self.size,) + a.shape) for a in self.base.out_avals(inner)]
+
+
+_linear_p = Primitive("opforge_linear")
+_linear_p.multiple_results = True
+
+
+def _linear_impl(*args: Any, lin: Any) -> list[jax.Array]:
+    return lin.forward(args)
+
+
+def _linear_abstract_eval(*avals: Any, lin: Any) -> list[Any]:
+    return lin.out_avals(avals)
+
+
+def _linear_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, lin: Any) -> tuple[Any, Any]:
+    # Linear in its linear arguments, not in the residuals: the derivative of
+    # the evaluation (tangent rules calling differentiable rows) in both.
+    tangents = [ad.instantiate_zeros(t) for t in tangents]
+    return jax.jvp(lambda *a: lin.forward(a), tuple(primals), tuple(tangents))
+
+
+def _linear_transpose(cotangents: Sequence[Any], *args: Any, lin: Any) -> list[Optional[jax.Array]]:
+    count = lin.num_present + lin.num_results
+    residuals = args[:count]
+    if any(ad.is_undefined_primal(r) for r in residuals):
+        raise TypeError(f"{lin!r}: cannot transpose in its residuals (the row's inputs and results)")
+    cts = [None if type(c) is ad.Zero else c for c in cotangents]
+    return [None] * count + list(lin.transpose(residuals, cts))
+
+
+def _linear_batch(args: Sequence[Any], dims: Sequence[Optional[int]], *, lin: Any) -> tuple[Any, list[int]]:
+    dims = tuple(dims)
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    batched = _BatchedLinear(lin, dims, size)
+    return _linear_p.bind(*args, lin=batched), [0] * lin.num_results
+
+
+_linear_p.def_impl(_linear_impl)
+_linear_p.def_abstract_eval(_linear_abstract_eval)
+ad.primitive_jvps[_linear_p] = _linear_jvp
+ad.primitive_transposes[_linear_p] = _linear_transpose
+batching.primitive_batchers[_linear_p] = _linear_batch
+mlir.register_lowering(_linear_p, mlir.lower_fun(_linear_impl, multiple_results=True))
 
 
 # --------------------------------------------------------------------------

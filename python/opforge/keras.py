@@ -2,8 +2,9 @@
 
 ``Dense`` computes ``activation(x @ kernel + bias)`` with one ``OpfDense`` op
 (ReLU is fused into it; any other activation is applied after it), ``ReLU``
-with ``OpfRelu``; their gradients are opforge's gradient ops. Both are
-registered Keras serializables (package "opforge"): ``model.save("m.keras")``
+with ``OpfRelu``, ``GELU``, ``Softmax``, ``LayerNorm`` and ``RMSNorm`` with
+opforge's ops of those names (the last axis); their gradients are opforge's
+gradient ops. All are registered Keras serializables (package "opforge"): ``model.save("m.keras")``
 and ``keras.models.load_model("m.keras")`` round-trip once this module is
 imported.
 
@@ -23,7 +24,7 @@ import tensorflow as tf
 
 from . import tensorflow as otf
 
-__all__ = ["Dense", "ReLU"]
+__all__ = ["Dense", "ReLU", "GELU", "Softmax", "LayerNorm", "RMSNorm"]
 
 _FLOAT_DTYPES = ("float32", "float64")
 
@@ -160,3 +161,135 @@ class ReLU(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape: tuple[Optional[int], ...]) -> tuple[Optional[int], ...]:
         return input_shape
+
+
+class _Elementwise(keras.layers.Layer):
+    """A layer that applies one opforge op to its input, keeping its shape."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        _require_tensorflow_backend(type(self).__name__)
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def build(self, input_shape: tuple[Optional[int], ...]) -> None:
+        _check_dtype(self)
+
+    def compute_output_shape(self, input_shape: tuple[Optional[int], ...]) -> tuple[Optional[int], ...]:
+        return input_shape
+
+
+@keras.saving.register_keras_serializable(package="opforge")
+class GELU(_Elementwise):
+    """Gaussian error linear unit on opforge's gelu op, like
+    ``keras.activations.gelu(x, approximate)``: the erf form, or the tanh
+    approximation with ``approximate=True``."""
+
+    def __init__(self, approximate: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.approximate = bool(approximate)
+
+    def call(self, inputs: Any) -> tf.Tensor:
+        x = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
+        return otf.gelu(x, approximate="tanh" if self.approximate else "none")
+
+    def get_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = super().get_config()
+        config.update(approximate=self.approximate)
+        return config
+
+
+def _last_axis(layer: str, axis: Any) -> int:
+    if axis not in (-1,):
+        raise ValueError(f"opforge.keras.{layer}: only axis=-1 (the last axis) is supported, got {axis!r}")
+    return -1
+
+
+@keras.saving.register_keras_serializable(package="opforge")
+class Softmax(_Elementwise):
+    """Softmax over the last axis on opforge's softmax op, like ``keras.layers.Softmax``
+    (masks are not supported)."""
+
+    def __init__(self, axis: int = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.axis = _last_axis("Softmax", axis)
+
+    def call(self, inputs: Any) -> tf.Tensor:
+        return otf.softmax(tf.convert_to_tensor(inputs, dtype=self.compute_dtype))
+
+    def get_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = super().get_config()
+        config.update(axis=self.axis)
+        return config
+
+
+class _Norm(keras.layers.Layer):
+    """Shared by LayerNorm and RMSNorm: a weight (and bias) over the last axis."""
+
+    def __init__(self, axis: int, epsilon: float, **kwargs: Any) -> None:
+        _require_tensorflow_backend(type(self).__name__)
+        super().__init__(**kwargs)
+        self.axis = _last_axis(type(self).__name__, axis)
+        self.epsilon = float(epsilon)
+        self.supports_masking = True
+
+    def _depth(self, input_shape: tuple[Optional[int], ...]) -> int:
+        _check_dtype(self)
+        depth = input_shape[-1]
+        if depth is None:
+            raise ValueError(f"opforge.keras.{type(self).__name__} {self.name!r}: the last axis of the input must be known")
+        return int(depth)
+
+    def compute_output_shape(self, input_shape: tuple[Optional[int], ...]) -> tuple[Optional[int], ...]:
+        return input_shape
+
+    def get_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = super().get_config()
+        config.update(axis=self.axis, epsilon=self.epsilon)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="opforge")
+class LayerNorm(_Norm):
+    """Layer normalization over the last axis on opforge's layer_norm op, like
+    ``keras.layers.LayerNormalization`` (``center``: a bias, ``scale``: a
+    weight; ``epsilon`` defaults to Keras' 1e-3)."""
+
+    def __init__(
+        self, axis: int = -1, epsilon: float = 1e-3, center: bool = True, scale: bool = True, **kwargs: Any
+    ) -> None:
+        super().__init__(axis, epsilon, **kwargs)
+        self.center = bool(center)
+        self.scale = bool(scale)
+
+    def build(self, input_shape: tuple[Optional[int], ...]) -> None:
+        depth = self._depth(input_shape)
+        self.gamma = self.add_weight(name="gamma", shape=(depth,), initializer="ones") if self.scale else None
+        self.beta = self.add_weight(name="beta", shape=(depth,), initializer="zeros") if self.center else None
+
+    def call(self, inputs: Any) -> tf.Tensor:
+        x = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
+        gamma = None if self.gamma is None else tf.convert_to_tensor(self.gamma, dtype=self.compute_dtype)
+        beta = None if self.beta is None else tf.convert_to_tensor(self.beta, dtype=self.compute_dtype)
+        return otf.layer_norm(x, gamma, beta, eps=self.epsilon)[0]
+
+    def get_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = super().get_config()
+        config.update(center=self.center, scale=self.scale)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="opforge")
+class RMSNorm(_Norm):
+    """Root-mean-square normalization over the last axis on opforge's rms_norm
+    op, like ``keras.layers.RMSNormalization`` (a weight ``scale``; ``epsilon``
+    defaults to Keras' 1e-6)."""
+
+    def __init__(self, axis: int = -1, epsilon: float = 1e-6, **kwargs: Any) -> None:
+        super().__init__(axis, epsilon, **kwargs)
+
+    def build(self, input_shape: tuple[Optional[int], ...]) -> None:
+        self.scale = self.add_weight(name="scale", shape=(self._depth(input_shape),), initializer="ones")
+
+    def call(self, inputs: Any) -> tf.Tensor:
+        x = tf.convert_to_tensor(inputs, dtype=self.compute_dtype)
+        return otf.rms_norm(x, tf.convert_to_tensor(self.scale, dtype=self.compute_dtype), eps=self.epsilon)[0]

@@ -42,7 +42,16 @@ from cffi import FFI
 
 from . import get_adapter_library
 from ._build import Source, is_source_text, load_user_table
-from ._table import GradSource, OpDef, OpTable, builtin_table, docstring, export_functions, run_grad_rules
+from ._table import (
+    GradSource,
+    OpDef,
+    OpTable,
+    builtin_table,
+    docstring,
+    export_functions,
+    required_inputs,
+    run_grad_rules,
+)
 
 __all__ = ["OpNamespace", "lib", "library_path", "load_ops", "tf_op_name"]
 
@@ -209,7 +218,7 @@ def _make_gradient(
             return list(out) if len(grad_op.outputs) > 1 else [out]
 
         needs = [counts[i] > 0 and starts[i] not in skipped for i in range(len(op.inputs))]
-        for i, g in enumerate(run_grad_rules(op, needs, value, call)):
+        for i, g in enumerate(run_grad_rules(op, needs, value, call, required=required_inputs(table))):
             if g is not None:
                 results[starts[i]] = g
         return results

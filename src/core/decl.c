@@ -3,7 +3,7 @@
  *
  * Each opf_op_decl is one signature string, e.g.
  *     "dense(x[N,K], w[K,M], b[M]?, *, activation: {none, relu} = none) -> y[N,M]"
- * plus an optional gradient string and a kernel. This file parses both and
+ * plus optional gradient and tangent rule strings and a kernel. This file parses them and
  * writes the row an adapter reads: arguments, attributes, the shape checks
  * and output shape rules implied by the dims, gradient rules, flags. Every
  * mistake is refused with a message naming the table, the row and the place.
@@ -529,50 +529,89 @@ static int32_t opf_arg_index(const opf_arg_def *args, int32_t count, const char 
     return -1;
 }
 
-/* A source of a gradient op: an input, an output, "d<output>" or '_'. */
-static int opf_parse_source(opf_parser *p, const opf_op_def *row, opf_grad_source *src) {
+/* Gradient rules ("dx = relu_grad(dy, x)") and tangent rules ("y' = relu_grad(x', x)") share one form. */
+typedef enum opf_rule_kind { OPF_RULE_GRAD, OPF_RULE_JVP } opf_rule_kind;
+
+/* A name followed, in a tangent rule, by an optional prime. */
+static size_t opf_rule_name(opf_parser *p, const char **start, int *primed) {
     opf_skip_space(p);
-    const char *start = p->at;
+    *start = p->at;
     while (isalnum((unsigned char)*p->at) || *p->at == '_') {
         p->at++;
     }
-    size_t len = (size_t)(p->at - start);
-    int32_t i;
-    if (len == 1 && *start == '_') {
-        *src = (opf_grad_source){OPF_FROM_NONE, 0};
-    } else if ((i = opf_arg_index(row->inputs, row->num_inputs, start, len)) >= 0) {
-        *src = (opf_grad_source){OPF_FROM_INPUT, i};
-    } else if ((i = opf_arg_index(row->outputs, row->num_outputs, start, len)) >= 0) {
-        *src = (opf_grad_source){OPF_FROM_OUTPUT, i};
-    } else if (len > 1 && *start == 'd' &&
-               (i = opf_arg_index(row->outputs, row->num_outputs, start + 1, len - 1)) >= 0) {
-        *src = (opf_grad_source){OPF_FROM_GRAD, i};
-    } else {
-        p->at = start;
-        return opf_parse_fail(p, "'%.*s' is not an input, an output, d<output> or '_'", (int)len, start);
+    size_t len = (size_t)(p->at - *start);
+    *primed = *p->at == '\'';
+    if (*primed) {
+        p->at++;
     }
-    return 1;
+    return len;
 }
 
-/* One rule: "dx, _, db = op(src, ...)" or "da = dy". */
-static int opf_parse_grad_rule(opf_parser *p, const opf_op_table *table, const opf_op_def *row, opf_grad_def *rule) {
+/* A source: an input, an output, '_', and "d<output>" (gradient rules) or "<input>'" (tangent rules). */
+static int opf_parse_source(opf_parser *p, const opf_op_def *row, opf_rule_kind kind, opf_grad_source *src) {
+    const char *start;
+    int primed;
+    size_t len = opf_rule_name(p, &start, &primed);
+    int32_t i;
+    if (primed) {
+        if (kind == OPF_RULE_JVP && (i = opf_arg_index(row->inputs, row->num_inputs, start, len)) >= 0) {
+            *src = (opf_grad_source){OPF_FROM_TANGENT, i};
+            return 1;
+        }
+    } else if (len == 1 && *start == '_') {
+        *src = (opf_grad_source){OPF_FROM_NONE, 0};
+        return 1;
+    } else if ((i = opf_arg_index(row->inputs, row->num_inputs, start, len)) >= 0) {
+        *src = (opf_grad_source){OPF_FROM_INPUT, i};
+        return 1;
+    } else if ((i = opf_arg_index(row->outputs, row->num_outputs, start, len)) >= 0) {
+        *src = (opf_grad_source){OPF_FROM_OUTPUT, i};
+        return 1;
+    } else if (kind == OPF_RULE_GRAD && len > 1 && *start == 'd' &&
+               (i = opf_arg_index(row->outputs, row->num_outputs, start + 1, len - 1)) >= 0) {
+        *src = (opf_grad_source){OPF_FROM_GRAD, i};
+        return 1;
+    }
+    p->at = start;
+    return opf_parse_fail(p, "'%.*s%s' is not %s", (int)len, start, primed ? "'" : "",
+                          kind == OPF_RULE_GRAD ? "an input, an output, d<output> or '_'"
+                                                : "an input, an input's tangent <input>', an output or '_'");
+}
+
+/* What a rule gives: in a gradient rule "d<input>" (the gradient of that
+ * input), in a tangent rule "<output>'" (the tangent of that output); '_'
+ * drops an output of the rule's op. Sets *index (-1 for '_'). */
+static int opf_parse_product(opf_parser *p, const opf_op_def *row, opf_rule_kind kind, int32_t *index) {
+    const char *start;
+    int primed;
+    size_t len = opf_rule_name(p, &start, &primed);
+    *index = -1;
+    if (len == 1 && *start == '_' && !primed) {
+        return 1;
+    }
+    if (kind == OPF_RULE_GRAD && !primed && len > 1 && *start == 'd' &&
+        (*index = opf_arg_index(row->inputs, row->num_inputs, start + 1, len - 1)) >= 0) {
+        return 1;
+    }
+    if (kind == OPF_RULE_JVP && primed && (*index = opf_arg_index(row->outputs, row->num_outputs, start, len)) >= 0) {
+        return 1;
+    }
+    p->at = start;
+    return opf_parse_fail(p, kind == OPF_RULE_GRAD ? "expected d<input> or '_' before '='"
+                                                   : "expected <output>' or '_' before '='");
+}
+
+/* One rule: "dx, _, db = op(src, ...)" or "da = dy" (tangent rules: "y', _ = op(src, ...)", "y' = a'"). */
+static int opf_parse_rule(opf_parser *p, const opf_op_table *table, const opf_op_def *row, opf_rule_kind kind,
+                          opf_grad_def *rule) {
+    const char *what = kind == OPF_RULE_GRAD ? "gradient" : "tangent";
     do {
         if (rule->num_produces == OPF_MAX_ARGS) {
-            return opf_parse_fail(p, "more than %d gradients in one rule", OPF_MAX_ARGS);
+            return opf_parse_fail(p, "more than %d %ss in one rule", OPF_MAX_ARGS, what);
         }
-        opf_skip_space(p);
-        const char *start = p->at;
-        while (isalnum((unsigned char)*p->at) || *p->at == '_') {
-            p->at++;
+        if (!opf_parse_product(p, row, kind, &rule->produces[rule->num_produces++])) {
+            return 0;
         }
-        size_t len = (size_t)(p->at - start);
-        int32_t i = -1;
-        if (!(len == 1 && *start == '_') &&
-            !(len > 1 && *start == 'd' && (i = opf_arg_index(row->inputs, row->num_inputs, start + 1, len - 1)) >= 0)) {
-            p->at = start;
-            return opf_parse_fail(p, "expected d<input> or '_' before '='");
-        }
-        rule->produces[rule->num_produces++] = i;
     } while (opf_accept(p, ","));
     if (!opf_expect(p, "=")) {
         return 0;
@@ -583,35 +622,35 @@ static int opf_parse_grad_rule(opf_parser *p, const opf_op_table *table, const o
         p->at++;
     }
     size_t name_len = (size_t)(p->at - name_start);
-    if (!opf_accept(p, "(")) { /* identity: "dx = dy" */
+    if (!opf_accept(p, "(")) { /* identity: "dx = dy", "y' = x'" */
         p->at = name_start;
         rule->num_sources = 1;
-        if (!opf_parse_source(p, row, &rule->sources[0])) {
+        if (!opf_parse_source(p, row, kind, &rule->sources[0])) {
             return 0;
         }
-        if (rule->num_produces != 1 || rule->sources[0].kind == OPF_FROM_NONE) {
-            return opf_parse_fail(p, "an identity rule gives one gradient from one value");
+        if (rule->num_produces != 1 || rule->produces[0] < 0 || rule->sources[0].kind == OPF_FROM_NONE) {
+            return opf_parse_fail(p, "an identity rule gives one %s from one value", what);
         }
         return 1;
     }
-    const opf_op_def *grad_op = NULL;
+    const opf_op_def *rule_op = NULL;
     for (int64_t r = 0; r < table->num_ops; r++) {
         const char *n = table->ops[r]->name;
         if (n != NULL && strlen(n) == name_len && strncmp(n, name_start, name_len) == 0) {
-            grad_op = table->ops[r];
+            rule_op = table->ops[r];
         }
     }
-    if (grad_op == NULL) {
+    if (rule_op == NULL) {
         p->at = name_start;
-        return opf_parse_fail(p, "gradient op '%.*s' is not in table '%s'", (int)name_len, name_start, table->name);
+        return opf_parse_fail(p, "%s op '%.*s' is not in table '%s'", what, (int)name_len, name_start, table->name);
     }
-    rule->op = grad_op->name;
+    rule->op = rule_op->name;
     if (!opf_accept(p, ")")) {
         do {
             if (rule->num_sources == OPF_MAX_ARGS) {
                 return opf_parse_fail(p, "more than %d arguments", OPF_MAX_ARGS);
             }
-            if (!opf_parse_source(p, row, &rule->sources[rule->num_sources++])) {
+            if (!opf_parse_source(p, row, kind, &rule->sources[rule->num_sources++])) {
                 return 0;
             }
         } while (opf_accept(p, ","));
@@ -619,24 +658,26 @@ static int opf_parse_grad_rule(opf_parser *p, const opf_op_table *table, const o
             return 0;
         }
     }
-    if (rule->num_sources != grad_op->num_inputs || rule->num_produces != grad_op->num_outputs) {
+    if (rule->num_sources != rule_op->num_inputs || rule->num_produces != rule_op->num_outputs) {
         return opf_parse_fail(p, "'%s' takes %d inputs and gives %d outputs; the rule passes %d and names %d",
-                              grad_op->name, (int)grad_op->num_inputs, (int)grad_op->num_outputs,
+                              rule_op->name, (int)rule_op->num_inputs, (int)rule_op->num_outputs,
                               (int)rule->num_sources, (int)rule->num_produces);
     }
     return 1;
 }
 
-static int opf_parse_grads(opf_parser *p, const opf_op_table *table, opf_op_def *row) {
+static int opf_parse_rules(opf_parser *p, const opf_op_table *table, const opf_op_def *row, opf_rule_kind kind,
+                           int32_t *count, opf_grad_def *rules) {
     do {
         opf_skip_space(p);
         if (*p->at == '\0') {
             break; /* a trailing ';' */
         }
-        if (row->num_grads == OPF_MAX_GRADS) {
-            return opf_parse_fail(p, "more than %d gradient rules", OPF_MAX_GRADS);
+        if (*count == OPF_MAX_GRADS) {
+            return opf_parse_fail(p, "more than %d %s rules", OPF_MAX_GRADS,
+                                  kind == OPF_RULE_GRAD ? "gradient" : "tangent");
         }
-        if (!opf_parse_grad_rule(p, table, row, &row->grads[row->num_grads++])) {
+        if (!opf_parse_rule(p, table, row, kind, &rules[(*count)++])) {
             return 0;
         }
     } while (opf_accept(p, ";"));
@@ -744,14 +785,21 @@ static opf_status opf_resolve_row(opf_resolved *r, const opf_ops_decl *decl, int
     return OPF_OK;
 }
 
-static opf_status opf_resolve_grads(opf_resolved *r, const opf_ops_decl *decl, int64_t index) {
-    const char *grad = decl->ops[index].grad;
-    if (grad == NULL) {
-        return OPF_OK;
+/* The gradient and tangent rules of row `index` (after every row exists: rules name other rows). */
+static opf_status opf_resolve_rules(opf_resolved *r, const opf_ops_decl *decl, int64_t index) {
+    opf_op_def *row = &r->rows[index];
+    const char *grad = decl->ops[index].grad, *jvp = decl->ops[index].jvp;
+    if (grad != NULL) {
+        opf_parser p = {.text = grad, .at = grad, .arena = r->arena, .arena_end = r->arena_end};
+        if (!opf_parse_rules(&p, &r->table, row, OPF_RULE_GRAD, &row->num_grads, row->grads)) {
+            return opf_decl_fail(decl, index, "grad", &p);
+        }
     }
-    opf_parser p = {.text = grad, .at = grad, .arena = r->arena, .arena_end = r->arena_end};
-    if (!opf_parse_grads(&p, &r->table, &r->rows[index])) {
-        return opf_decl_fail(decl, index, "grad", &p);
+    if (jvp != NULL) {
+        opf_parser p = {.text = jvp, .at = jvp, .arena = r->arena, .arena_end = r->arena_end};
+        if (!opf_parse_rules(&p, &r->table, row, OPF_RULE_JVP, &row->num_jvps, row->jvps)) {
+            return opf_decl_fail(decl, index, "jvp", &p);
+        }
     }
     return OPF_OK;
 }
@@ -796,7 +844,7 @@ const opf_op_table *opf_ops_resolve(const opf_ops_decl *decl) {
         st = opf_resolve_row(r, decl, i, &parsed);
     }
     for (int64_t i = 0; st == OPF_OK && i < count; i++) {
-        st = opf_resolve_grads(r, decl, i);
+        st = opf_resolve_rules(r, decl, i);
     }
     if (st == OPF_OK && opf_op_table_validate(&r->table) != OPF_OK) {
         char why[OPF_DECL_ERROR_MAX];

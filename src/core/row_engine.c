@@ -8,6 +8,13 @@
  * and scattered back (outputs). Unbatched inputs ("w[M]") are passed whole,
  * copied once when not contiguous. Rows are split over threads; each row is
  * computed by one kernel call, so results do not depend on the thread count.
+ *
+ * An unbatched output ("dw[M]") is a sum over rows: each row's kernel call
+ * adds its part to an accumulator. The rows are cut into blocks that depend
+ * only on the shapes (never on the thread count); each block has its own
+ * accumulator, zeroed, that sees the block's rows in order, and the blocks'
+ * accumulators are added up in block order into the output. So these sums,
+ * too, do not depend on the thread count.
  */
 #include <stdlib.h>
 #include <string.h>

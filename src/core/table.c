@@ -128,58 +128,64 @@ static opf_status opf_validate_shapes(const opf_op_def *op) {
     return OPF_OK;
 }
 
-static int opf_source_ok(const opf_op_def *op, opf_grad_source src) {
+/* A source of a gradient rule (jvp = 0) or a tangent rule (jvp = 1). */
+static int opf_source_ok(const opf_op_def *op, opf_grad_source src, int jvp) {
     switch (src.kind) {
     case OPF_FROM_NONE: return 1;
     case OPF_FROM_INPUT: return opf_in_range(src.index, op->num_inputs);
-    case OPF_FROM_OUTPUT:
-    case OPF_FROM_GRAD: return opf_in_range(src.index, op->num_outputs);
+    case OPF_FROM_OUTPUT: return opf_in_range(src.index, op->num_outputs);
+    case OPF_FROM_GRAD: return !jvp && opf_in_range(src.index, op->num_outputs);
+    case OPF_FROM_TANGENT: return jvp && opf_in_range(src.index, op->num_inputs);
     }
     return 0;
 }
 
-static opf_status opf_validate_grads(const opf_op_table *table, const opf_op_def *op) {
-    if (op->num_grads < 0 || op->num_grads > OPF_MAX_GRADS) {
-        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %d gradient rules; at most %d", op->name,
-                        (int)op->num_grads, OPF_MAX_GRADS);
+/* The gradient rules (jvp = 0: they give gradients of inputs) or the tangent
+ * rules (jvp = 1: they give tangents of outputs) of a row. */
+static opf_status opf_validate_rules(const opf_op_table *table, const opf_op_def *op, int jvp) {
+    const char *what = jvp ? "tangent" : "gradient";
+    int32_t count = jvp ? op->num_jvps : op->num_grads, targets = jvp ? op->num_outputs : op->num_inputs;
+    if (count < 0 || count > OPF_MAX_GRADS) {
+        return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %d %s rules; at most %d", op->name, (int)count, what,
+                        OPF_MAX_GRADS);
     }
-    for (int32_t g = 0; g < op->num_grads; g++) {
-        const opf_grad_def *rule = &op->grads[g];
+    for (int32_t g = 0; g < count; g++) {
+        const opf_grad_def *rule = jvp ? &op->jvps[g] : &op->grads[g];
         int32_t want_sources = 1, want_produces = 1;
-        /* Checked before comparing with the gradient row's counts, which that
+        /* Checked before comparing with the rule op's counts, which that
          * row's own validation may not have reached yet: the loops below read
          * sources[] and produces[] up to these counts. */
         if (rule->num_sources < 0 || rule->num_sources > OPF_MAX_ARGS || rule->num_produces < 0 ||
             rule->num_produces > OPF_MAX_ARGS) {
             return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
-                            "op '%s': gradient rule %d has %d sources and %d products; at most %d of each", op->name,
+                            "op '%s': %s rule %d has %d sources and %d products; at most %d of each", op->name, what,
                             (int)g, (int)rule->num_sources, (int)rule->num_produces, OPF_MAX_ARGS);
         }
         if (rule->op != NULL) {
-            const opf_op_def *grad_op = opf_op_find(table, rule->op);
-            if (grad_op == NULL) {
-                return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': gradient op '%s' is not in table '%s'", op->name,
+            const opf_op_def *rule_op = opf_op_find(table, rule->op);
+            if (rule_op == NULL) {
+                return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s op '%s' is not in table '%s'", op->name, what,
                                 rule->op, table->name);
             }
-            want_sources = grad_op->num_inputs;
-            want_produces = grad_op->num_outputs;
+            want_sources = rule_op->num_inputs;
+            want_produces = rule_op->num_outputs;
         }
         if (rule->num_sources != want_sources || rule->num_produces != want_produces) {
             return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
-                            "op '%s': gradient rule %d has %d sources and %d products; expected %d and %d", op->name,
+                            "op '%s': %s rule %d has %d sources and %d products; expected %d and %d", op->name, what,
                             (int)g, (int)rule->num_sources, (int)rule->num_produces, (int)want_sources,
                             (int)want_produces);
         }
         for (int32_t i = 0; i < rule->num_sources; i++) {
-            if (!opf_source_ok(op, rule->sources[i])) {
-                return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': gradient rule %d: source %d is out of range",
-                                op->name, (int)g, (int)i);
+            if (!opf_source_ok(op, rule->sources[i], jvp)) {
+                return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s rule %d: source %d is invalid", op->name,
+                                what, (int)g, (int)i);
             }
         }
         for (int32_t i = 0; i < rule->num_produces; i++) {
-            if (rule->produces[i] != -1 && !opf_in_range(rule->produces[i], op->num_inputs)) {
-                return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': gradient rule %d produces unknown input %d",
-                                op->name, (int)g, (int)rule->produces[i]);
+            if (rule->produces[i] != -1 && !opf_in_range(rule->produces[i], targets)) {
+                return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s rule %d produces unknown %s %d", op->name,
+                                what, (int)g, jvp ? "output" : "input", (int)rule->produces[i]);
             }
         }
     }
@@ -363,7 +369,10 @@ static opf_status opf_validate_op(const opf_op_table *table, const opf_op_def *o
         st = opf_validate_shapes(op);
     }
     if (st == OPF_OK) {
-        st = opf_validate_grads(table, op);
+        st = opf_validate_rules(table, op, 0);
+    }
+    if (st == OPF_OK) {
+        st = opf_validate_rules(table, op, 1);
     }
     if (st == OPF_OK) {
         st = opf_validate_engine(op);

@@ -74,6 +74,9 @@ const opf_op_decl opf_decl_dense = {
     .arg_docs = "x: inputs [N, K]; w: weights [K, M]; b: bias [M], optional; y: outputs [N, M]; activation: activation "
                 "fused into the output",
     .grad = "dx, dw, db = dense_grad(dy, x, w, y)",
+    /* y' = mask * (x' @ w + x @ w' + b'): dense_grad_grad's gdy, which does not read its dy (only gx and gw,
+     * dropped here, do): y stands in for it. */
+    .jvp = "y', _, _ = dense_grad_grad(y, x, w, y, x', w', b')",
     .compute = dense_compute,
     .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_compute),
 };
@@ -179,6 +182,8 @@ const opf_op_decl opf_decl_dense_grad = {
                 "y: dense's output [N, M], required for relu; dx: gradient of x [N, K]; dw: gradient of w [K, M]; "
                 "db: gradient of b [M]; activation: dense's activation",
     .grad = "ddy, dx, dw = dense_grad_grad(dy, x, w, y, ddx, ddw, ddb)",
+    /* dx' = dz' @ w.T + dz @ w'.T, dw' = x'.T @ dz + x.T @ dz', db' = sum(dz'), dz' = dy' masked. */
+    .jvp = "dx', dw', db' = dense_grad(dy', x, w, y); _, dx', dw' = dense_grad_grad(dy, x, w, y, x', w', _)",
     .compute = dense_grad_compute,
     .compute_cuda = OPF_CUDA_KERNEL(opf_cuda_dense_grad_compute),
 };
@@ -293,6 +298,18 @@ const opf_op_decl opf_decl_dense_grad_grad = {
     .doc = "Gradients of dense_grad: with dz = dy masked by y > 0 for relu and the gradients ddx, ddw, ddb flowing "
            "into its outputs (absent: zero), gdy = mask * (ddx @ w + x @ ddw + ddb), gx = dz @ ddw.T, "
            "gw = ddx.T @ dz; y gets none (the mask is piecewise constant).",
+    /* With cz = dgdy masked: dddx = cz @ w.T + dz @ dgw.T, dddw = x.T @ cz + dgx.T @ dz, dddb = sum(cz),
+     * dx = cz @ ddw.T, dw = ddx.T @ cz, ddy = mask * (ddx @ dgw + dgx @ ddw): each term from a row, and each term
+     * linear in the ddx or ddw it passes as x or w (absent: the term is zero). */
+    .grad =
+        "dddx, dddw, dddb = dense_grad(dgdy, x, w, y); _, dddx, dddw = dense_grad_grad(dy, x, w, y, dgx, dgw, _); "
+        "_, dx, dw = dense_grad_grad(dgdy, x, w, y, ddx, ddw, _); "
+        "ddy, _, _ = dense_grad_grad(dy, ddx, w, y, _, dgw, _); ddy, _, _ = dense_grad_grad(dy, x, ddw, y, dgx, _, _)",
+    /* Bilinear: gdy' = mask * (ddx' @ w + ddx @ w' + x' @ ddw + x @ ddw' + ddb'), gx' = dz' @ ddw.T + dz @ ddw'.T,
+     * gw' = ddx'.T @ dz + ddx.T @ dz'. */
+    .jvp = "gdy', gx', gw' = dense_grad_grad(dy, x, w, y, ddx', ddw', ddb'); "
+           "gdy', _, _ = dense_grad_grad(dy, x', w', y, ddx, ddw, _); _, gx', gw' = dense_grad_grad(dy', x, w, y, ddx, "
+           "ddw, _)",
     .arg_docs = "dy: gradient of dense's output [N, M]; x: dense's input [N, K]; w: dense's weights [K, M]; "
                 "y: dense's output [N, M], required for relu; ddx: gradient of dense_grad's dx [N, K]; "
                 "ddw: gradient of dense_grad's dw [K, M]; ddb: gradient of dense_grad's db [M]; "

@@ -29,6 +29,7 @@ const opf_op_decl opf_decl_relu = {
     "relu(x) -> y",
     .doc = "Rectified linear unit: y = max(x, 0), elementwise. NaN stays NaN.",
     .grad = "dx = relu_grad(dy, x)",
+    .jvp = "y' = relu_grad(x', x)",
     .arg_docs = "x: input tensor, any shape; y: max(x, 0), the shape of x",
     .eltwise = &relu,
 };
@@ -45,6 +46,7 @@ const opf_op_decl opf_decl_relu_grad = {
     .doc = "Gradient of relu: dx = dy where x > 0, else 0 (a NaN x passes dy, as in PyTorch).",
     /* Linear in dy with the same mask: its own gradient. */
     .grad = "ddy = relu_grad(ddx, x)",
+    .jvp = "dx' = relu_grad(dy', x)", /* the mask is piecewise constant in x */
     .arg_docs = "dy: gradient of relu's output; x: relu's input (or output); dx: gradient of relu's input",
     .eltwise = &relu_grad,
 };
@@ -53,6 +55,7 @@ const opf_op_decl opf_decl_scale = {
     "scale(x, *, alpha: float = 1) -> y",
     .doc = "Scale by a constant: y = alpha * x, computed in x's dtype.",
     .grad = "dx = scale(dy)", /* d(alpha x)/dx = alpha */
+    .jvp = "y' = scale(x')",
     .arg_docs = "x: input tensor, any shape; alpha: the factor; y: alpha * x",
     .eltwise = &scale,
 };
@@ -61,6 +64,7 @@ const opf_op_decl opf_decl_add = {
     "add(a, b) -> y",
     .doc = "Elementwise sum of two tensors of the same shape: y = a + b. No broadcasting.",
     .grad = "da = dy; db = dy",
+    .jvp = "y' = a'; y' = b'",
     .arg_docs = "a: first addend; b: second addend, the shape of a; y: a + b",
     .eltwise = &add,
 };

@@ -34,9 +34,10 @@ static opf_status fail_compute(const opf_tensor *const *in, const opf_tensor *co
 }
 
 static const opf_op_decl user_decls[] = {
-    {"sq_plus(x, *, c: float = 0.5) -> y", .doc = "x*x + c", .grad = "dx = sq_plus_grad(dy, x)", .eltwise = &sq_plus},
+    {"sq_plus(x, *, c: float = 0.5) -> y", .doc = "x*x + c", .grad = "dx = sq_plus_grad(dy, x)",
+     .jvp = "y' = sq_plus_grad(x', x)", .eltwise = &sq_plus},
     {"sq_plus_grad(dy, x) -> dx", .doc = "2 x dy", .eltwise = &sq_plus_grad},
-    {"sum_diff(a, b) -> (s, d)", .doc = "a + b and a - b", .eltwise = &sum_diff},
+    {"sum_diff(a, b) -> (s, d)", .doc = "a + b and a - b", .jvp = "s', d' = sum_diff(a', b')", .eltwise = &sum_diff},
     {"row_stats(x[..., M]) -> (sum[...], max[...])", .doc = "sum and max of rows", .row = &row_stats},
     {"row_stats_2d(x[..., M, N]) -> (sum[...], max[...])", .doc = "sum and max of 2-d rows", .row = &row_stats},
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
@@ -74,6 +75,16 @@ TEST(test_resolve) {
               (sq->flags & OPF_OP_ELEMENTWISE) && sq->attrs[0].default_value.f == 0.5 && sq->num_grads == 1,
           "sq_plus row");
     CHECK(sq != NULL && strcmp(sq->qualname, "myops.sq_plus") == 0, "qualname");
+    /* "y' = sq_plus_grad(x', x)": the tangent of x, then x, into sq_plus_grad; its output is y's tangent. */
+    CHECK(sq != NULL && sq->num_jvps == 1 && strcmp(sq->jvps[0].op, "sq_plus_grad") == 0 &&
+              sq->jvps[0].num_sources == 2 && sq->jvps[0].sources[0].kind == OPF_FROM_TANGENT &&
+              sq->jvps[0].sources[0].index == 0 && sq->jvps[0].sources[1].kind == OPF_FROM_INPUT &&
+              sq->jvps[0].num_produces == 1 && sq->jvps[0].produces[0] == 0,
+          "sq_plus tangent rule");
+    const opf_op_def *sd = user_op("sum_diff");
+    CHECK(sd != NULL && sd->num_jvps == 1 && sd->jvps[0].sources[1].kind == OPF_FROM_TANGENT &&
+              sd->jvps[0].sources[1].index == 1 && sd->jvps[0].produces[1] == 1 && sd->num_grads == 0,
+          "sum_diff tangent rule");
     CHECK(rs != NULL && rs->num_outputs == 2 && rs->output_shapes[0].kind == OPF_SHAPE_BATCH &&
               rs->output_shapes[0].drop == 1 && rs->output_shapes[0].rank == 0,
           "row_stats output rule");
@@ -334,6 +345,14 @@ TEST(test_declaration_mistakes) {
         {{"rs(x[N], w[N]) -> y[..., N]", .compute = fail_compute}, "output 'y' has '...' but no input has"},
         {{"mm(a[N,K], b[K,M]) -> c[N,P]", .compute = fail_compute}, "dim 'P' is not a dim of any input"},
         {{"sq(x) -> y", .eltwise = &sq_plus, .arg_docs = "z: nothing"}, "arg_docs names 'z'"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .jvp = "dy = x'"}, "expected <output>' or '_' before '='"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .jvp = "x' = x'"}, "expected <output>' or '_' before '='"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .jvp = "y' = dy"}, "'dy' is not an input, an input's tangent"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .jvp = "y' = y'"}, "'y'' is not an input, an input's tangent"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .jvp = "y' = none(x')"}, "tangent op 'none' is not in table"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .jvp = "y' = sum_diff(x')"}, "'sum_diff' takes 2 inputs"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .jvp = "y', _ = sum_diff(x', x) y"}, "unexpected 'y'"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .grad = "dx = x'"}, "'x'' is not an input, an output, d<output>"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const opf_op_decl decls[3] = {cases[i].decl, {"sum_diff(a, b) -> (s, d)", .eltwise = &sum_diff}, {0}};
@@ -345,6 +364,7 @@ TEST(test_declaration_mistakes) {
         }
         CHECK_CONTAINS(opf_last_error(), cases[i].expect);
         CHECK_CONTAINS(opf_last_error(), "table 'badops', op 0");
+        CHECK_CONTAINS(opf_last_error(), cases[i].decl.jvp != NULL ? ": jvp: " : "");
     }
     /* The table itself. */
     const opf_op_decl one[2] = {{"sq(x) -> y", .eltwise = &sq_plus}, {0}};

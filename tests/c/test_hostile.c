@@ -282,6 +282,21 @@ TEST(test_validate_gradient_rule_counts) {
     fwd->grads[0] = (opf_grad_def){
         .op = "bad", .num_sources = 1, .sources = {{OPF_FROM_GRAD, 0}}, .num_produces = 1, .produces = {0}};
     CHECK_STATUS(opf_op_table_validate(&table), OPF_OK);
+    /* Tangent rules: a gradient source, or a product beyond the outputs, is refused. */
+    fwd->num_jvps = 1;
+    fwd->jvps[0] = (opf_grad_def){
+        .op = "bad", .num_sources = 1, .sources = {{OPF_FROM_GRAD, 0}}, .num_produces = 1, .produces = {0}};
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    CHECK_CONTAINS(opf_last_error(), "tangent rule 0: source 0 is invalid");
+    fwd->jvps[0].sources[0] = (opf_grad_source){OPF_FROM_TANGENT, 0};
+    fwd->jvps[0].produces[0] = 1;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    CHECK_CONTAINS(opf_last_error(), "tangent rule 0 produces unknown output 1");
+    fwd->jvps[0].produces[0] = 0;
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_OK);
+    fwd->grads[0].sources[0] = (opf_grad_source){OPF_FROM_TANGENT, 0};
+    CHECK_STATUS(opf_op_table_validate(&table), OPF_E_INVALID);
+    CHECK_CONTAINS(opf_last_error(), "gradient rule 0: source 0 is invalid");
     free(bad);
     free(fwd);
 }

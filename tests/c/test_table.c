@@ -140,6 +140,13 @@ TEST(test_builtin_table) {
                 }
             }
         }
+        /* Every tangent rule names a row of this table (or is the identity). */
+        for (int32_t g = 0; g < op->num_jvps; g++) {
+            const char *jop = op->jvps[g].op;
+            const opf_op_def *target = jop != NULL ? opf_op_find(t, jop) : NULL;
+            CHECK(jop == NULL || (target != NULL && op->jvps[g].num_sources == target->num_inputs),
+                  "%s: tangent rule %d names %s", op->name, (int)g, jop);
+        }
         /* Names are unique. */
         CHECK(opf_op_find(t, op->name) == op, "%s: opf_op_find returns another row", op->name);
     }

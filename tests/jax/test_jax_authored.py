@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.test_util import check_grads
 from oplib import compile_myops
 
 import opforge.jax as oj
@@ -68,3 +69,32 @@ def test_row_ops_batch_in_one_call(myops: oj.OpNamespace) -> None:
     np.testing.assert_allclose(jax.vmap(myops.rowsum_grad)(dy, x), jnp.ones_like(x))
     text = jax.jit(jax.vmap(myops.rowsum)).lower(x).as_text()
     assert text.count("custom_call") == 1 and "while" not in text
+
+
+def test_forward_mode_from_tangent_rules(myops: oj.OpNamespace) -> None:
+    """softplus declares a tangent rule: jvp and jacfwd match jax.nn.softplus's.
+    softplus_grad declares none: forward mode through it is refused with a
+    message naming it (never zeros), while its reverse mode is unaffected."""
+    x = jnp.asarray(np.linspace(-4.0, 4.0, 9))
+    t = jnp.asarray(np.linspace(1.0, 2.0, 9))
+    for a, e in zip(jax.jvp(myops.softplus, (x,), (t,)), jax.jvp(jax.nn.softplus, (x,), (t,))):
+        np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(jax.jacfwd(myops.softplus)(x), jax.jacfwd(jax.nn.softplus)(x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        jax.jvp(lambda v: myops.rowsum(v), (x.reshape(3, 3),), (t.reshape(3, 3),))[1], t.reshape(3, 3).sum(-1)
+    )
+    with pytest.raises(TypeError, match=r"myops\.softplus_grad has no forward mode: its table row declares no tangent rule"):
+        jax.jvp(lambda v: myops.softplus_grad(v, x), (t,), (t,))
+    with pytest.raises(TypeError, match=r"myops\.softplus_grad has no forward mode"):
+        jax.hessian(lambda v: myops.softplus(v).sum())(x)
+
+
+def test_rowsum_declares_all_three(myops: oj.OpNamespace) -> None:
+    """rowsum and rowsum_grad declare gradient and tangent rules: first and
+    second order in both modes, and jax.hessian, against jnp.sum's."""
+    x = jnp.asarray(np.random.default_rng(4).standard_normal((3, 5)))
+    check_grads(myops.rowsum, (x,), order=2, modes=("fwd", "rev"))
+    cube = lambda f: lambda v: jnp.sum(f(v) ** 3)  # noqa: E731
+    np.testing.assert_allclose(
+        jax.hessian(cube(myops.rowsum))(x), jax.hessian(cube(lambda v: jnp.sum(v, axis=-1)))(x), rtol=1e-12, atol=1e-12
+    )

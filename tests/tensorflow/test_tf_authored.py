@@ -54,3 +54,32 @@ def test_shape_function(myops: Any) -> None:
 def test_errors_name_the_op(myops: Any) -> None:
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=r"myops\.rowsum: x must have rank 1"):
         myops.rowsum(tf.constant(1.0))
+
+
+def test_differentiating_a_row_without_gradient_rules_is_an_error(myops: Any) -> None:
+    x = tf.constant([0.5, -1.0], tf.float64)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = myops.softplus_grad(tf.ones_like(x), x)
+    with pytest.raises(LookupError, match=r"myops\.softplus_grad \(TensorFlow op .*\) is not differentiable"):
+        tape.gradient(y, x)
+
+
+def test_rowsum_second_order_and_forward_mode(myops: Any) -> None:
+    """rowsum declares rules to second order: nested tapes and a
+    ForwardAccumulator match tf.reduce_sum's."""
+    x0 = tf.constant(np.random.default_rng(4).standard_normal((3, 5)))
+    t = tf.constant(np.random.default_rng(5).standard_normal((3, 5)))
+    results = []
+    for f in (myops.rowsum, lambda v: tf.reduce_sum(v, axis=-1)):
+        x = tf.Variable(x0)
+        with tf.GradientTape() as outer:
+            with tf.GradientTape() as inner:
+                y = tf.reduce_sum(f(x) ** 3)
+            g = inner.gradient(y, x)
+            gg = tf.reduce_sum(g * g)
+        with tf.autodiff.ForwardAccumulator(x0, t) as acc:
+            z = f(x0)
+        results.append((g, outer.gradient(gg, x), acc.jvp(z)))
+    for a, e in zip(*results):
+        np.testing.assert_allclose(a, e, rtol=1e-12, atol=1e-12)

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from oplib import compile_myops
 from torch.autograd import gradcheck, gradgradcheck
-from torch.func import grad, hessian, jacrev, vmap
+from torch.func import grad, hessian, jacfwd, jacrev, jvp, vmap
 
 import opforge.torch  # noqa: F401  (registers torch.ops.opforge)
 
@@ -88,12 +88,26 @@ def test_dense_second_derivative_matches_torch(activation: str) -> None:
         torch.testing.assert_close(a, e)
 
 
-def test_dense_grad_grad_is_not_differentiable() -> None:
-    x, w, b = (t.requires_grad_() for t in dense_inputs(False))
-    dy = torch.ones(4, 3, dtype=F64, requires_grad=True)
-    gdy, gx, gw = ops.dense_grad_grad(dy, x, w, None, x, w, b)
-    with pytest.raises(RuntimeError, match="dense_grad_grad is not differentiable"):
-        gdy.sum().backward()
+def test_dense_third_order_rows_are_differentiable() -> None:
+    """dense_grad_grad declares gradient and tangent rules: its derivative
+    matches PyTorch's of the same bilinear formula, in both modes."""
+    x, w, b = dense_inputs(False, seed=7)
+    g = gen(8)
+    dy, ddx, ddw = torch.randn(4, 3, dtype=F64, generator=g), torch.randn(4, 5, dtype=F64, generator=g), torch.randn(5, 3, dtype=F64, generator=g)
+
+    def ours(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, ddx: torch.Tensor, ddw: torch.Tensor) -> torch.Tensor:
+        gdy, gx, gw = ops.dense_grad_grad(dy, x, w, None, ddx, ddw, b)
+        return (gdy**2).sum() + (gx**2).sum() + (gw**2).sum()
+
+    def theirs(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, ddx: torch.Tensor, ddw: torch.Tensor) -> torch.Tensor:
+        gdy, gx, gw = ddx @ w + x @ ddw + b, dy @ ddw.t(), ddx.t() @ dy
+        return (gdy**2).sum() + (gx**2).sum() + (gw**2).sum()
+
+    args = (dy, x, w, ddx, ddw)
+    for a, e in zip(grad(ours, argnums=tuple(range(5)))(*args), grad(theirs, argnums=tuple(range(5)))(*args)):
+        torch.testing.assert_close(a, e)
+    for a, e in zip(jacfwd(ours, argnums=tuple(range(5)))(*args), jacfwd(theirs, argnums=tuple(range(5)))(*args)):
+        torch.testing.assert_close(a, e)
 
 
 # --- torch.func --------------------------------------------------------------------------------------------------
@@ -147,12 +161,50 @@ def test_func_second_order_dense(activation: str) -> None:
         torch.testing.assert_close(vmap(grad(ours))(ws), vmap(grad(theirs))(ws))
 
 
-def test_func_hessian_needs_forward_mode() -> None:
-    """torch.func.hessian is jacfwd(jacrev): forward mode, which the table does
-    not declare; it raises instead of dropping the tangents."""
-    x = torch.randn(3, dtype=F64, generator=gen())
-    with pytest.raises(NotImplementedError, match="jvp"):
-        hessian(lambda t: (ops.scale(t, alpha=2.0) ** 3).sum())(x)
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_func_forward_mode_dense(activation: str) -> None:
+    """jvp, jacfwd and hessian (jacfwd of jacrev) through dense, against the
+    same transforms of PyTorch's own ops."""
+    x, w, b = dense_inputs(False, seed=5)
+
+    def theirs(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        y = F.linear(x, w.t(), b)
+        return torch.relu(y) if activation == "relu" else y
+
+    ours = lambda x, w, b: ops.dense(x, w, b, activation=activation)  # noqa: E731
+    tangents = (torch.randn_like(x), torch.randn_like(w), torch.randn_like(b))
+    with no_fallback():
+        for a, e in zip(jvp(ours, (x, w, b), tangents), jvp(theirs, (x, w, b), tangents)):
+            torch.testing.assert_close(a, e)
+        for a, e in zip(jacfwd(ours, argnums=(0, 1, 2))(x, w, b), jacfwd(theirs, argnums=(0, 1, 2))(x, w, b)):
+            torch.testing.assert_close(a, e)
+        cube = lambda f: lambda w: (f(x, w, b) ** 3).sum()  # noqa: E731
+        torch.testing.assert_close(hessian(cube(ours))(w), hessian(cube(theirs))(w))
+
+
+def test_func_forward_mode_elementwise() -> None:
+    x = away_from_zero(torch.randn(3, 4, dtype=F64, generator=gen(6)))
+    y = torch.randn(3, 4, dtype=F64, generator=gen(7))
+    with no_fallback():
+        torch.testing.assert_close(hessian(lambda t: (ops.scale(t, alpha=2.0) ** 3).sum())(x[0]),
+                                   hessian(lambda t: ((2 * t) ** 3).sum())(x[0]))
+        torch.testing.assert_close(hessian(lambda t: (ops.relu(t) ** 3).sum())(x[0]),
+                                   hessian(lambda t: (torch.relu(t) ** 3).sum())(x[0]))
+        torch.testing.assert_close(jacfwd(ops.add, argnums=(0, 1))(x[0], y[0]), jacfwd(torch.add, argnums=(0, 1))(x[0], y[0]))
+        torch.testing.assert_close(jvp(lambda t: ops.relu_grad(t, x), (y,), (x,))[1], torch.where(x > 0, x, 0.0))
+
+
+def test_forward_ad_dual_tensors() -> None:
+    """torch.autograd.forward_ad: the tangent of a dual tensor flows through
+    an op whose inputs do not require grad (never dropped)."""
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.randn(4, 3, dtype=F64, generator=gen(8))
+    t = torch.randn(4, 3, dtype=F64, generator=gen(9))
+    with fwAD.dual_level():
+        out = fwAD.unpack_dual(ops.relu(fwAD.make_dual(x, t)))
+    torch.testing.assert_close(out.primal, torch.relu(x))
+    torch.testing.assert_close(out.tangent, torch.where(x > 0, t, 0.0))
 
 
 def test_vmap_elementwise_and_dense() -> None:
@@ -223,3 +275,30 @@ def test_func_user_ops(myops: Any) -> None:
         torch.testing.assert_close(
             vmap(grad(lambda t: myops.rowsum(t).pow(2).sum()))(x), vmap(grad(lambda t: t.sum(-1).pow(2).sum()))(x)
         )
+        # forward mode from the tangent rules myops.c declares
+        torch.testing.assert_close(jacfwd(myops.softplus)(x[0]), jacfwd(F.softplus)(x[0]))
+        torch.testing.assert_close(jacfwd(myops.rowsum)(x), jacfwd(lambda t: t.sum(-1))(x))
+        torch.testing.assert_close(
+            hessian(lambda t: myops.rowsum(t).pow(3).sum())(x[0]), hessian(lambda t: t.sum(-1).pow(3).sum())(x[0])
+        )
+
+
+def test_user_op_without_tangent_rule_says_so(myops: Any) -> None:
+    """softplus_grad declares no tangent rule: forward mode through it raises,
+    naming it, and hessian of softplus (forward over reverse) does too."""
+    x = torch.randn(5, dtype=F64, generator=gen(11))
+    with pytest.raises(RuntimeError, match=r"myops::softplus_grad has no forward mode: its table row declares no tangent rule"):
+        jvp(lambda t: myops.softplus_grad(t, x), (x,), (x,))
+    with pytest.raises(RuntimeError, match=r"myops::softplus_grad has no forward mode"):
+        hessian(lambda t: myops.softplus(t).sum())(x)
+
+
+def test_vmap_over_an_empty_batch() -> None:
+    """A batch of size 0 through a row batched per element (dense): the
+    shapes come from the table's rules, as torch's own ops give them."""
+    x, w = torch.randn(0, 4, 5, dtype=F64), torch.randn(5, 3, dtype=F64)
+    with no_fallback():
+        got = vmap(lambda t: ops.dense(t, w))(x)
+        assert got.shape == vmap(lambda t: t @ w)(x).shape == (0, 4, 3)
+        with pytest.raises(RuntimeError, match="dense"):
+            vmap(lambda t: ops.dense(t, w))(torch.randn(0, 4, 6, dtype=F64))

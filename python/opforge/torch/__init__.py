@@ -47,7 +47,18 @@ import opforge
 
 from .._build import Source, load_user_table
 from .._capi import ffi
-from .._table import GradSource, OpDef, docstring, OpTable, builtin_table, check_shapes, output_shape, run_grad_rules
+from .._table import (
+    GradSource,
+    OpDef,
+    OpTable,
+    builtin_table,
+    check_shapes,
+    docstring,
+    output_shape,
+    required_inputs,
+    run_grad_rules,
+    run_jvp_rules,
+)
 
 __all__ = ["load_ops", "register_table", "library_path"]  # + one function per built-in op
 
@@ -162,6 +173,7 @@ def _apply(function: Any, *args: Any) -> Any:
     finally:
         _allow_single_level(False)
 _any_requires_grad = torch._C._any_requires_grad
+_forward_ad = torch.autograd.forward_ad
 
 
 def _forward(handle: Any) -> Callable[..., Any]:
@@ -224,7 +236,19 @@ def _vmap_rule(namespace: str, op: OpDef) -> Callable[..., Any]:
                 result = packet(*sliced, **attrs)
                 results.append(result if isinstance(result, tuple) else (result,))
             if not results:
-                raise RuntimeError(f"{namespace}::{op.name}: vmap over a batch of size 0 is not supported")
+                # A batch of size 0: the shapes of one element's outputs from
+                # the row's shape rules (one call on meta tensors, which runs
+                # its fake kernel and checks), with a batch dim of 0.
+                sliced = [
+                    a if a is None else a.new_empty(a.shape if d is None else a.shape[:d] + a.shape[d + 1 :], device="meta")
+                    for a, d in zip(args, in_dims)
+                ]
+                result = packet(*sliced, **attrs)
+                like = next(a for a in args if a is not None)
+                shapes = [r.shape for r in (result if isinstance(result, tuple) else (result,))]
+                outputs = tuple(like.new_empty(shape if skipped[j] else (0, *shape)) for j, shape in enumerate(shapes))
+                dims = tuple(None if skipped[j] else 0 for j in range(num_outputs))
+                return (outputs[0], dims[0]) if num_outputs == 1 else (tuple(outputs), dims)
             outputs = tuple(
                 results[0][j] if skipped[j] else torch.stack([r[j] for r in results]) for j in range(num_outputs)
             )
@@ -238,31 +262,47 @@ def _vmap_rule(namespace: str, op: OpDef) -> Callable[..., Any]:
 
 
 def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[..., Any]:
-    """The Autograd-key kernel of a differentiable row.
+    """The Autograd-key kernel of a row that writes no input in place.
 
     When grad mode is off or no input requires grad, it redispatches straight
     to the backend kernel (the C one): this is the common path, kept to a few
-    Python operations. Otherwise it runs an ``autograd.Function`` whose backward
-    follows the row's gradient rules, calling the table's gradient ops (which
-    are registered operators themselves, so a second derivative works where
-    they are differentiable). This does what ``torch.library.register_autograd``
-    does, at about half its per-call cost.
+    Python operations. Otherwise it runs an ``autograd.Function`` whose
+    backward follows the row's gradient rules and whose ``jvp`` (forward mode:
+    ``torch.func.jvp``, ``jacfwd``, ``hessian``, ``torch.autograd.forward_ad``)
+    follows its tangent rules, calling the table's rows named by the rules
+    (registered operators themselves, so derivatives compose to any order as
+    far as those rows declare rules). A row without gradient rules raises on
+    backward, one without tangent rules on a forward-mode derivative, naming
+    the op (never silent zeros). This does what
+    ``torch.library.register_autograd`` does, at about half its per-call cost.
     """
     handle = getattr(getattr(torch.ops, namespace), op.name).default._handle
     num_inputs = len(op.inputs)
+    num_outputs = len(op.outputs)
     attr_names = {attr.name for attr in op.attrs}
-    # Per gradient op: its operator, the forward attributes it takes, and
+    # Per row a rule names: its operator, the forward attributes it takes, and
     # whether it has optional outputs (then its output_mask skips unwanted ones).
-    grad_ops: dict[str, tuple[Any, tuple[str, ...], Optional[tuple[bool, ...]]]] = {}
-    for rule in op.grads:
-        grad_op = None if rule.op is None else table.find(rule.op)
-        if grad_op is not None:
-            optional = tuple(out.optional for out in grad_op.outputs)
-            grad_ops[grad_op.name] = (
-                getattr(getattr(torch.ops, namespace), grad_op.name).default,
-                tuple(a.name for a in grad_op.attrs if a.name in attr_names),
+    rule_ops: dict[str, tuple[Any, tuple[str, ...], Optional[tuple[bool, ...]]]] = {}
+    for rule in (*op.grads, *op.jvps):
+        rule_op = None if rule.op is None else table.find(rule.op)
+        if rule_op is not None:
+            optional = tuple(out.optional for out in rule_op.outputs)
+            rule_ops[rule_op.name] = (
+                getattr(getattr(torch.ops, namespace), rule_op.name).default,
+                tuple(a.name for a in rule_op.attrs if a.name in attr_names),
                 optional if any(optional) else None,
             )
+
+    def caller(attrs: dict[str, Any]) -> Callable[[str, list[Any], list[bool]], Sequence[Any]]:
+        def call(name: str, args: list[Any], wanted: list[bool]) -> Sequence[Any]:
+            rule_fn, rule_attrs, optional = rule_ops[name]
+            kwargs = {a: attrs[a] for a in rule_attrs if a in attrs}
+            if optional is not None:
+                kwargs["output_mask"] = [not opt or (j < len(wanted) and wanted[j]) for j, opt in enumerate(optional)]
+            result = rule_fn(*args, **kwargs)
+            return result if isinstance(result, (tuple, list)) else (result,)
+
+        return call
 
     def gradients(
         inputs: Sequence[Optional[torch.Tensor]],
@@ -284,18 +324,38 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
                 return torch.zeros_like(outputs[source.index]) if g is None else g
             return None
 
-        def call(name: str, args: list[Any], wanted: list[bool]) -> Sequence[Any]:
-            grad_fn, grad_attrs, optional = grad_ops[name]
-            kwargs = {a: attrs[a] for a in grad_attrs if a in attrs}
-            if optional is not None:
-                kwargs["output_mask"] = [not opt or (j < len(wanted) and wanted[j]) for j, opt in enumerate(optional)]
-            result = grad_fn(*args, **kwargs)
-            return result if isinstance(result, (tuple, list)) else (result,)
-
         present = [need and inputs[i] is not None for i, need in enumerate(needs[:num_inputs])]
-        return run_grad_rules(op, present, value, call)
+        return run_grad_rules(op, present, value, caller(attrs), required=required)
 
-    num_outputs = len(op.outputs)
+    def tangents(
+        inputs: Sequence[Optional[torch.Tensor]],
+        outputs: Sequence[torch.Tensor],
+        attrs: dict[str, Any],
+        tangent_of: Sequence[Optional[torch.Tensor]],
+    ) -> list[Optional[torch.Tensor]]:
+        def value(source: GradSource) -> Optional[torch.Tensor]:
+            if source.kind == "input":
+                return inputs[source.index]
+            if source.kind == "output":
+                return outputs[source.index]
+            if source.kind == "tangent":
+                return tangent_of[source.index]
+            return None
+
+        def zeros(i: int) -> Optional[torch.Tensor]:
+            x = inputs[i]
+            return None if x is None else torch.zeros_like(x)
+
+        mask = attrs.get("output_mask")
+        needs = [True] * num_outputs if mask is None else [bool(m) for m in mask]
+        return run_jvp_rules(op, needs, value, caller(attrs), zeros, required=required)
+
+    required = required_inputs(table)
+    not_differentiable = f"{namespace}::{op.name} is not differentiable: its table row has no gradient rule"
+    no_forward_mode = (
+        f"{namespace}::{op.name} has no forward mode: its table row declares no tangent rule (jvp); "
+        "reverse mode (backward, torch.func.grad, jacrev) works where it has a gradient rule"
+    )
     forward = _forward(handle)
 
     class Function(_Function):
@@ -307,18 +367,35 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
         def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
             args = inputs[2:]
             outputs = output if isinstance(output, tuple) else (output,)
-            ctx.save_for_backward(*args, *(None,) * (num_inputs - len(args)), *outputs)
+            padded = (*args, *(None,) * (num_inputs - len(args)), *outputs)
+            ctx.save_for_backward(*padded)
+            ctx.save_for_forward(*padded)
             ctx.attrs = inputs[1]
 
         @staticmethod
         def backward(ctx: Any, *grads: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
+            if not op.grads:
+                raise RuntimeError(not_differentiable)
             saved = ctx.saved_tensors
             needs = tuple(ctx.needs_input_grad[2:]) + (False,) * num_inputs
             mask = ctx.attrs.get("output_mask")
             if mask is not None:  # an output not computed has no gradient (not a zero of its [0] shape)
                 grads = tuple(None if not m else g for m, g in zip(mask, grads))
-            result = gradients(saved[:num_inputs], saved[num_inputs:num_inputs + num_outputs], ctx.attrs, grads, needs)
+            result = gradients(saved[:num_inputs], saved[num_inputs : num_inputs + num_outputs], ctx.attrs, grads, needs)
             return (None, None, *result[: len(ctx.needs_input_grad) - 2])
+
+        @staticmethod
+        def jvp(ctx: Any, _keyset: Any, _attrs: Any, *tangent_of: Optional[torch.Tensor]) -> Any:  # type: ignore[override]
+            if not op.jvps:
+                raise RuntimeError(no_forward_mode)
+            saved = ctx.saved_tensors
+            outputs = saved[num_inputs : num_inputs + num_outputs]
+            padded = (*tangent_of, *(None,) * (num_inputs - len(tangent_of)))
+            result = tangents(saved[:num_inputs], outputs, ctx.attrs, padded)
+            # A zero tangent (no rule gives one, or only zero tangents reach
+            # it) is a zero tensor; an output not computed keeps its [0] shape.
+            out = tuple(torch.zeros_like(o) if t is None else t for t, o in zip(result, outputs))
+            return out if num_outputs > 1 else out[0]
 
     Function.__name__ = f"{namespace}_{op.name}_Function"
 
@@ -327,45 +404,23 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
 
 def _function_kernel(handle: Any, function: Any, name: str) -> Callable[..., Any]:
     """An Autograd-key kernel: through ``function`` (an autograd Function) when
-    a gradient may be asked for, else straight to the backend kernel."""
+    a derivative may be asked for, else straight to the backend kernel."""
 
     def kernel(keyset: Any, *args: Any, **attrs: Any) -> Any:
-        # Under torch.func, always through the Function: a forward-mode
-        # transform (jvp, jacfwd) then fails there rather than drop tangents.
-        if _transforms_active() or (_grad_enabled() and _any_requires_grad(*args)):
+        # Under torch.func, and inside torch.autograd.forward_ad.dual_level()
+        # (where an input may carry a tangent), always through the Function:
+        # its jvp carries the tangents, or fails rather than drop them.
+        if (
+            _transforms_active()
+            or (_grad_enabled() and _any_requires_grad(*args))
+            or _forward_ad._current_level >= 0
+        ):
             return _apply(function, keyset, attrs, *args)
         with _BELOW_AUTOGRAD():
             return handle.redispatch_boxed(keyset & _AFTER_AUTOGRAD, *args, **attrs)
 
     kernel.__name__ = name
     return kernel
-
-
-def _no_grad_rule_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
-    """Autograd kernel of a row without gradient rules: it runs the op, and a
-    backward through it raises, naming the op, rather than give silent zeros
-    (PyTorch's default for an operator without an autograd kernel)."""
-    handle = getattr(getattr(torch.ops, namespace), op.name).default._handle
-    message = f"{namespace}::{op.name} is not differentiable: its table row has no gradient rule"
-
-    forward = _forward(handle)
-
-    class Function(_Function):
-        @staticmethod
-        def forward(keyset: Any, attrs: dict[str, Any], *args: Any) -> Any:  # type: ignore[override]
-            return forward(keyset, attrs, *args)
-
-        @staticmethod
-        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-            pass
-
-        @staticmethod
-        def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
-            raise RuntimeError(message)
-
-    Function.__name__ = f"{namespace}_{op.name}_NotDifferentiable"
-
-    return _function_kernel(handle, Function, f"{op.name}_no_grad_rule")
 
 
 def _refuse_grad_kernel(namespace: str, op: OpDef) -> Callable[..., Any]:
@@ -428,10 +483,8 @@ def _python_registrations(namespace: str, table: OpTable) -> dict[str, torch.lib
         kernel = None
         if any(arg.mutated for arg in op.inputs):
             kernel = _refuse_grad_kernel(namespace, op)
-        elif op.grads:
-            kernel = _autograd_kernel(namespace, op, table)
         else:
-            kernel = _no_grad_rule_kernel(namespace, op)
+            kernel = _autograd_kernel(namespace, op, table)
         if kernel is not None:
             library.impl(op.name, kernel, "Autograd", with_keyset=True)
         if not any(arg.mutated for arg in op.inputs):
