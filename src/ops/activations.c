@@ -167,16 +167,17 @@ OPF_KERNEL_FN act_f32 act_gelu_erf_f32(float x) {
     float ac = opf_select_f32(a < 15.0f, a, 15.0f); /* (a NaN x makes f NaN through x itself) */
     float s = ac * ac;
     float es = act_exp_neg_half_f32(s, act_fma_f32(ac, ac, -s)); /* e^(-a²/2) 2^64, a² exact as s + sl */
-    float t = 4.0f / (4.0f + ac);
-    float p = act_fma_f32(0x1.196e1cp-6f, t, -0x1.0ed2bp-4f);
-    p = act_fma_f32(p, t, 0x1.e8ffeap-5f);
-    p = act_fma_f32(p, t, 0x1.1cd976p-6f);
-    p = act_fma_f32(p, t, 0x1.6bec62p-6f);
-    p = act_fma_f32(p, t, 0x1.4d488ep-4f);
-    p = act_fma_f32(p, t, 0x1.2eb46p-4f);
-    p = act_fma_f32(p, t, 0x1.857cb8p-4f);
-    p = act_fma_f32(p, t, 0x1.97bde6p-4f);
-    p = act_fma_f32(p, t, 0x1.988e34p-4f);
+    float t = 2.0f / (2.0f + ac);
+    float p = act_fma_f32(-0x1.4c0b92p-5f, t, 0x1.91134ep-3f);
+    p = act_fma_f32(p, t, -0x1.543908p-2f);
+    p = act_fma_f32(p, t, 0x1.e16efap-4f);
+    p = act_fma_f32(p, t, 0x1.51737ep-2f);
+    p = act_fma_f32(p, t, -0x1.9466aap-2f);
+    p = act_fma_f32(p, t, 0x1.90a7e8p-5f);
+    p = act_fma_f32(p, t, 0x1.89c09p-6f);
+    p = act_fma_f32(p, t, 0x1.39adeep-3f);
+    p = act_fma_f32(p, t, 0x1.97f7c4p-3f);
+    p = act_fma_f32(p, t, 0x1.9888c2p-3f);
     float r = t * p;
     es = opf_select_f32(a > 15.0f, 0.0f, es);
     float ts = es * r;
@@ -200,7 +201,34 @@ OPF_KERNEL_FN act_f64 act_gelu_erf_f64(double x) {
     double hl = act_fma_f64(ha, ac, -hh);
     double es = act_exp_neg_f64(hh, hl);
     double w = 1.0 / (4.0 + ac);
-    double u = 8.0 * w - 1.25; /* R(a) = t P(u), t = 4w, u = 2t - 1.25 in [-1.064, 0.75] */
+    /* R(a) = t P(u), t = 4w, u = 8w - 5/4 in [-1.064, 3/4], P(u) = P(3/4) - (3/4 - u) Q(u),
+     * P(3/4) = R(0) = 1/2, 3/4 - u = 2 a w (see the float version) */
+    double u = 8.0 * w - 1.25;
+    double q = act_fma_f64(0x1.70d577f7948fdp-33, u, 0x1.0b3f66c4f2ceap-31);
+    q = act_fma_f64(q, u, -0x1.99a0d7aa9b94bp-31);
+    q = act_fma_f64(q, u, -0x1.25ed02ea961ecp-29);
+    q = act_fma_f64(q, u, 0x1.39db241ab6e98p-28);
+    q = act_fma_f64(q, u, 0x1.51c1995c9cfafp-29);
+    q = act_fma_f64(q, u, -0x1.cbf2160e868ffp-26);
+    q = act_fma_f64(q, u, 0x1.17febe506f4f5p-25);
+    q = act_fma_f64(q, u, 0x1.da97b09bf2522p-24);
+    q = act_fma_f64(q, u, -0x1.862f3b2626b63p-22);
+    q = act_fma_f64(q, u, -0x1.06c1dcc17e727p-22);
+    q = act_fma_f64(q, u, 0x1.6c3419e957e21p-19);
+    q = act_fma_f64(q, u, -0x1.de4b60016ffdcp-21);
+    q = act_fma_f64(q, u, -0x1.415be9bc2d9cfp-16);
+    q = act_fma_f64(q, u, 0x1.0fcb840b6d21bp-16);
+    q = act_fma_f64(q, u, 0x1.41e491f504aa3p-13);
+    q = act_fma_f64(q, u, -0x1.c2a2d9aba205bp-14);
+    q = act_fma_f64(q, u, -0x1.92206d1c827b8p-10);
+    q = act_fma_f64(q, u, -0x1.12f73eb538c8fp-10);
+    q = act_fma_f64(q, u, 0x1.005942311addcp-6);
+    q = act_fma_f64(q, u, 0x1.3067edd05e74p-4);
+    q = act_fma_f64(q, u, 0x1.8c11cde208309p-3);
+    q = act_fma_f64(q, u, 0x1.6ba7035c800a3p-2);
+    /* near a = 0 the rounding of u would cost up to ~3 ulp through P's slope: there
+     * P(3/4) - (3/4 - u) Q(u), whose 3/4 - u = 2 a w is accurate; elsewhere P(u) */
+    double p_small = act_fma_f64(-2.0 * (ac * w), q, 0.5);
     double p = act_fma_f64(0x1.70d577f7948fdp-33, u, 0x1.8c2ec08d0de75p-32);
     p = act_fma_f64(p, u, -0x1.3108325f28d7dp-30);
     p = act_fma_f64(p, u, -0x1.b23db4f531e5dp-30);
@@ -224,6 +252,7 @@ OPF_KERNEL_FN act_f64 act_gelu_erf_f64(double x) {
     p = act_fma_f64(p, u, 0x1.19ead4b3e4c51p-3);
     p = act_fma_f64(p, u, 0x1.ae40ac4f79fp-3);
     p = act_fma_f64(p, u, 0x1.de857af53ff0bp-3);
+    p = opf_select_f64(ac < 1.0, p_small, p);
     double r = (4.0 * w) * p;
     es = opf_select_f64(a > 39.0, 0.0, es);
     double ts = es * r;
@@ -430,6 +459,7 @@ const opf_op_decl opf_decl_gelu = {
     .doc = "Gaussian error linear unit, elementwise: y = x Φ(x) with Φ the standard normal CDF "
            "(0.5 x (1 + erf(x / √2))), or its tanh approximation. gelu(+inf) = +inf; gelu(-inf) and NaN give NaN.",
     .grad = "dx = gelu_grad(dy, x)",
+    .jvp = "y' = gelu_grad(x', x)",
     .arg_docs = "x: input tensor, any shape; " ACT_GELU_ATTR_DOC "; y: gelu(x), the shape of x",
     .eltwise = &gelu,
 };
@@ -439,6 +469,7 @@ const opf_op_decl opf_decl_gelu_grad = {
     .doc = "Gradient of gelu: dx = dy gelu'(x), gelu'(x) = Φ(x) + x φ(x) (or the tanh form's derivative); "
            "NaN at x = +-inf, as in the frameworks.",
     .grad = "ddy, dx = gelu_grad_grad(ddx, dy, x)",
+    .jvp = "dx' = gelu_grad(dy', x); _, dx' = gelu_grad_grad(x', dy, x)",
     .arg_docs = "dy: gradient of gelu's output; x: gelu's input; " ACT_GELU_ATTR_DOC "; dx: gradient of gelu's input",
     .eltwise = &gelu_grad,
 };
@@ -458,6 +489,7 @@ const opf_op_decl opf_decl_silu = {
     .doc = "Sigmoid linear unit (swish), elementwise: y = x σ(x) = x / (1 + e^-x). silu(+inf) = +inf; "
            "silu(-inf) and NaN give NaN.",
     .grad = "dx = silu_grad(dy, x)",
+    .jvp = "y' = silu_grad(x', x)",
     .arg_docs = "x: input tensor, any shape; y: silu(x), the shape of x",
     .eltwise = &silu,
 };
@@ -466,6 +498,7 @@ const opf_op_decl opf_decl_silu_grad = {
     "silu_grad(dy, x) -> dx",
     .doc = "Gradient of silu: dx = dy σ(x) (1 + x (1 - σ(x))); NaN at x = +-inf, as in the frameworks.",
     .grad = "ddy, dx = silu_grad_grad(ddx, dy, x)",
+    .jvp = "dx' = silu_grad(dy', x); _, dx' = silu_grad_grad(x', dy, x)",
     .arg_docs = "dy: gradient of silu's output; x: silu's input; dx: gradient of silu's input",
     .eltwise = &silu_grad,
 };
@@ -483,6 +516,7 @@ const opf_op_decl opf_decl_sigmoid = {
     "sigmoid(x) -> y",
     .doc = "Logistic sigmoid, elementwise: y = 1 / (1 + e^-x), in (0, 1]; sigmoid(-inf) = 0, sigmoid(+inf) = 1.",
     .grad = "dx = sigmoid_grad(dy, y)",
+    .jvp = "y' = sigmoid_grad(x', y)",
     .arg_docs = "x: input tensor, any shape; y: sigmoid(x), the shape of x",
     .eltwise = &sigmoid,
 };
@@ -491,6 +525,7 @@ const opf_op_decl opf_decl_sigmoid_grad = {
     "sigmoid_grad(dy, y) -> dx",
     .doc = "Gradient of sigmoid from its output: dx = dy y (1 - y).",
     .grad = "ddy, dy = sigmoid_grad_grad(ddx, dy, y)",
+    .jvp = "dx' = sigmoid_grad(dy', y); _, dx' = sigmoid_grad_grad(y', dy, y)",
     .arg_docs = "dy: gradient of sigmoid's output; y: sigmoid's output; dx: gradient of sigmoid's input",
     .eltwise = &sigmoid_grad,
 };
@@ -509,6 +544,7 @@ const opf_op_decl opf_decl_tanh = {
     "tanh(x) -> y",
     .doc = "Hyperbolic tangent, elementwise; tanh(+-inf) = +-1.",
     .grad = "dx = tanh_grad(dy, y)",
+    .jvp = "y' = tanh_grad(x', y)",
     .arg_docs = "x: input tensor, any shape; y: tanh(x), the shape of x",
     .eltwise = &tanh_op,
 };
@@ -517,6 +553,7 @@ const opf_op_decl opf_decl_tanh_grad = {
     "tanh_grad(dy, y) -> dx",
     .doc = "Gradient of tanh from its output: dx = dy (1 - y²).",
     .grad = "ddy, dy = tanh_grad_grad(ddx, dy, y)",
+    .jvp = "dx' = tanh_grad(dy', y); _, dx' = tanh_grad_grad(y', dy, y)",
     .arg_docs = "dy: gradient of tanh's output; y: tanh's output; dx: gradient of tanh's input",
     .eltwise = &tanh_grad,
 };
