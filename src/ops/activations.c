@@ -359,8 +359,7 @@ OPF_KERNEL_FN act_f64 act_silu_f64(double x) {
  * x gives NaN (through the exponential). */
 OPF_KERNEL_FN act_f32 act_sigmoid_f32(float x) {
     float a = opf_fabs_f32(x);
-    float zs = act_exp_neg_f32(opf_minimum_f32(a, 110.0f), 0.0f);
-    zs = opf_select_f32(a > 110.0f, 0.0f, zs);
+    float zs = act_exp_neg_f32(110.0f < a ? 110.0f : a, 0.0f); /* (NaN passes; e^-110 rounds to 0 below) */
     float m = 1.0f / act_fma_f32(zs, ACT_UNSCALE_F32, 1.0f);
     act_f32 out = {opf_select_f32(x < 0.0f, (zs * m) * ACT_UNSCALE_F32, m), 0.0f, 0.0f};
     return out;
@@ -368,11 +367,33 @@ OPF_KERNEL_FN act_f32 act_sigmoid_f32(float x) {
 
 OPF_KERNEL_FN act_f64 act_sigmoid_f64(double x) {
     double a = opf_fabs_f64(x);
-    double zs = act_exp_neg_f64(opf_minimum_f64(a, 760.0), 0.0);
-    zs = opf_select_f64(a > 760.0, 0.0, zs);
+    double zs = act_exp_neg_f64(760.0 < a ? 760.0 : a, 0.0);
     double m = 1.0 / act_fma_f64(zs, ACT_UNSCALE_F64, 1.0);
     act_f64 out = {opf_select_f64(x < 0.0, (zs * m) * ACT_UNSCALE_F64, m), 0.0, 0.0};
     return out;
+}
+
+/* tanh in float: x P(x²) / Q(x²) on |x| <= 9 (beyond, tanh rounds to +-1), P and Q
+ * of degree 4 (a rational minimax fit for the relative error, coefficients tuned
+ * in float): about half the operations of opf_tanh_f32, which the frameworks'
+ * float tanh (Eigen's, XLA's: similar rationals, 5 ulp) would otherwise outrun,
+ * at a bound of 5.5 ulp instead of 1.2 (every float input measured). NaN stays NaN, +-0 keep their sign,
+ * +-inf give +-1. Double uses opf_tanh_f64. */
+OPF_KERNEL_FN float act_tanh_f32(float x) {
+    /* (each clamp is one min or max instruction, written so that NaN passes) */
+    float s = x * x;
+    s = 81.0f < s ? 81.0f : s;
+    float p = act_fma_f32(0x1.cade18p-27f, s, 0x1.59c3cep-16f);
+    p = act_fma_f32(p, s, 0x1.ca2cb6p-9f);
+    p = act_fma_f32(p, s, 0x1.120b26p-3f);
+    p = act_fma_f32(p, s, 1.0f);
+    float q = act_fma_f32(0x1.a18108p-21f, s, 0x1.588664p-12f);
+    q = act_fma_f32(q, s, 0x1.a7f80cp-6f);
+    q = act_fma_f32(q, s, 0x1.de5adcp-2f);
+    q = act_fma_f32(q, s, 1.0f);
+    float y = (x * p) / q; /* beyond |x| = 9 (and at +-inf): past +-1, clamped below */
+    y = 1.0f < y ? 1.0f : y;
+    return -1.0f > y ? -1.0f : y;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -439,7 +460,7 @@ OPF_ELTWISE_KERNEL(sigmoid_grad_grad, (ddx, dy, y), (ddy, dy_y), ddy = ddx * (y 
                    dy_y = (ddx * dy) * ((T)1 - (T)2 * y);)
 
 /* (tanh_op: `tanh` is also the C library's function) */
-OPF_ELTWISE_KERNEL(tanh_op, (x), (y), y = opf_tanh(x);)
+OPF_ELTWISE_KERNEL(tanh_op, (x), (y), y = OPF_IS_F64 ? (T)opf_tanh_f64((double)x) : (T)act_tanh_f32((float)x);)
 /* tanh' = 1 - y² = (1 - y)(1 + y), exact near |y| = 1 */
 OPF_ELTWISE_KERNEL(tanh_grad, (dy, y), (dx), dx = dy * (((T)1 - y) * ((T)1 + y));)
 OPF_ELTWISE_KERNEL(tanh_grad_grad, (ddx, dy, y), (ddy, dy_y), ddy = ddx * (((T)1 - y) * ((T)1 + y));
