@@ -146,12 +146,17 @@ typedef struct act_f64 {
 #define ACT(fn, part, x) (OPF_IS_F64 ? (T)act_##fn##_f64(x).part : (T)act_##fn##_f32(x).part)
 
 /* f' and f'' from the tail T = e^-h M, given scaled by 2^S: f' = [x < 0] T +
- * sign(x) D with ds = D 2^S, and hs = f'' 2^S. +-inf (and NaN) get NaN. */
-#define ACT_DERIVATIVES(T, scale, unscale, x, ds, hs, out)                                                             \
+ * sign(x) D with ds = D 2^S, and hs = f'' 2^S. With inf_nan (forms that clamp
+ * |x|), +-inf (and NaN) get NaN explicitly; the others get it from inf * 0. */
+#define ACT_DERIVATIVES(T, scale, unscale, x, ds, hs, inf_nan, out)                                                    \
     do {                                                                                                               \
-        T nan_at_inf_ = (x) - (x);                                                                                     \
-        (out).d1 = opf_select((x) < 0, -(ds), (scale) + (ds)) * (unscale) + nan_at_inf_;                               \
-        (out).d2 = (hs) * (unscale) + nan_at_inf_;                                                                     \
+        (out).d1 = opf_select((x) < 0, -(ds), (scale) + (ds)) * (unscale);                                             \
+        (out).d2 = (hs) * (unscale);                                                                                   \
+        if (inf_nan) {                                                                                                 \
+            T nan_at_inf_ = (x) - (x);                                                                                 \
+            (out).d1 += nan_at_inf_;                                                                                   \
+            (out).d2 += nan_at_inf_;                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -189,7 +194,7 @@ OPF_KERNEL_FN act_f32 act_gelu_erf_f32(float x) {
      * x 2^S would overflow) */
     out.f = (x * opf_select(x < 0, ts, 0x1p64f - ts)) * ACT_UNSCALE_F32;
     out.f = opf_select(x > 0x1p60f, x, out.f);
-    ACT_DERIVATIVES(float, 0x1p64f, ACT_UNSCALE_F32, x, ds, hs, out);
+    ACT_DERIVATIVES(float, 0x1p64f, ACT_UNSCALE_F32, x, ds, hs, 1, out);
     return out;
 }
 
@@ -264,7 +269,7 @@ OPF_KERNEL_FN act_f64 act_gelu_erf_f64(double x) {
      * x 2^S would overflow) */
     out.f = (x * opf_select(x < 0, ts, 0x1p512 - ts)) * ACT_UNSCALE_F64;
     out.f = opf_select(x > 0x1p60, x, out.f);
-    ACT_DERIVATIVES(double, 0x1p512, ACT_UNSCALE_F64, x, ds, hs, out);
+    ACT_DERIVATIVES(double, 0x1p512, ACT_UNSCALE_F64, x, ds, hs, 1, out);
     return out;
 }
 
@@ -272,7 +277,7 @@ OPF_KERNEL_FN act_f64 act_gelu_erf_f64(double x) {
  * = 1 - T;
  * with v' and v'' (of |x|, for a = |x|): G = M (a v' M - 1),
  * H = M² (2 v' - a (1 - z) M v'² + a v''). */
-#define ACT_SIGMA_FORM(T, fma, scale, unscale, x, a, zs, vd, vdd, out)                                                 \
+#define ACT_SIGMA_FORM(T, fma, scale, unscale, x, a, zs, vd, vdd, inf_nan, out)                                        \
     do {                                                                                                               \
         T z_ = (zs) * (unscale);                                                                                       \
         T m_ = (T)1 / ((T)1 + z_);                                                                                     \
@@ -281,7 +286,7 @@ OPF_KERNEL_FN act_f64 act_gelu_erf_f64(double x) {
         T hs_ = ts_ * m_ * ((T)2 * (vd) - (a) * (((T)1 - z_) * m_) * ((vd) * (vd)) + (a) * (vdd));                     \
         T q_ = (x)*m_; /* f = x σ(v) = q z for x < 0, q for x >= 0 */                                                 \
         (out).f = opf_select((x) < 0, (q_ * (zs)) * (unscale), q_);                                                    \
-        ACT_DERIVATIVES(T, scale, unscale, x, ds_, hs_, out);                                                          \
+        ACT_DERIVATIVES(T, scale, unscale, x, ds_, hs_, inf_nan, out);                                                 \
     } while (0)
 
 /* tanh gelu: v = B1 x + B3 x³ (B1 = 2 √(2/π), B3 = 0.044715 B1), |v| as hi + lo
@@ -306,7 +311,7 @@ OPF_KERNEL_FN act_f32 act_gelu_tanh_f32(float x) {
     float vd = act_fma_f32(0x1.b6676cp-3f, s, 0x1.988454p+0f); /* B1 + 3 B3 a² */
     float vdd = 0x1.b6676cp-2f * ac;                           /* 6 B3 a */
     act_f32 out;
-    ACT_SIGMA_FORM(float, act_fma_f32, 0x1p64f, ACT_UNSCALE_F32, x, ac, zs, vd, vdd, out);
+    ACT_SIGMA_FORM(float, act_fma_f32, 0x1p64f, ACT_UNSCALE_F32, x, ac, zs, vd, vdd, 1, out);
     return out;
 }
 
@@ -328,7 +333,7 @@ OPF_KERNEL_FN act_f64 act_gelu_tanh_f64(double x) {
     double vd = act_fma_f64(0x1.b6676bf7450fp-3, s, 0x1.9884533d43651p+0);
     double vdd = 0x1.b6676bf7450fp-2 * ac;
     act_f64 out;
-    ACT_SIGMA_FORM(double, act_fma_f64, 0x1p512, ACT_UNSCALE_F64, x, ac, zs, vd, vdd, out);
+    ACT_SIGMA_FORM(double, act_fma_f64, 0x1p512, ACT_UNSCALE_F64, x, ac, zs, vd, vdd, 1, out);
     return out;
 }
 
@@ -342,7 +347,8 @@ OPF_KERNEL_FN act_f32 act_silu_f32(float x) {
     float zs = act_exp_neg_f32(opf_select_f32(a < 110.0f, a, 110.0f), 0.0f);
     zs = opf_select_f32(a > 110.0f, 0.0f, zs);
     act_f32 out;
-    ACT_SIGMA_FORM(float, act_fma_f32, 0x1p64f, ACT_UNSCALE_F32, x, a, zs, 1.0f, 0.0f, out);
+    ACT_SIGMA_FORM(float, act_fma_f32, 0x1p64f, ACT_UNSCALE_F32, x, a, zs, 1.0f, 0.0f, 0,
+                   out); /* a unclamped: inf * 0 */
     return out;
 }
 
@@ -351,7 +357,7 @@ OPF_KERNEL_FN act_f64 act_silu_f64(double x) {
     double zs = act_exp_neg_f64(opf_select_f64(a < 760.0, a, 760.0), 0.0);
     zs = opf_select_f64(a > 760.0, 0.0, zs);
     act_f64 out;
-    ACT_SIGMA_FORM(double, act_fma_f64, 0x1p512, ACT_UNSCALE_F64, x, a, zs, 1.0, 0.0, out);
+    ACT_SIGMA_FORM(double, act_fma_f64, 0x1p512, ACT_UNSCALE_F64, x, a, zs, 1.0, 0.0, 0, out);
     return out;
 }
 
