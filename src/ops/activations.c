@@ -80,7 +80,8 @@ OPF_KERNEL_FN double act_fma_f64(double a, double b, double c) {
  * reduction with the FMA and the low part, e^r = 1 + r (1 + r Q(r)) (Q a
  * minimax polynomial, scripts/math_fit.py fit_exp(4, 24, "exp")), and the
  * scale 2^(n + 64) added to the exponent field (the result stays normal over
- * that range). NaN gives NaN. */
+ * that range). A NaN argument may give a number (its payload is shifted into
+ * the exponent field): the callers carry NaN through x itself. */
 OPF_KERNEL_FN float act_exp_neg_f32(float hi, float lo) {
     float t = act_fma_f32(-hi, 0x1.715476p+0f, 0x1.8p23f); /* n = round(-hi / ln2) in the low bits */
     float n = t - 0x1.8p23f;
@@ -365,9 +366,10 @@ OPF_KERNEL_FN act_f64 act_silu_f64(double x) {
  * x gives NaN (through the exponential). */
 OPF_KERNEL_FN act_f32 act_sigmoid_f32(float x) {
     float a = opf_fabs_f32(x);
-    float zs = act_exp_neg_f32(110.0f < a ? 110.0f : a, 0.0f); /* (NaN passes; e^-110 rounds to 0 below) */
+    float zs = act_exp_neg_f32(110.0f < a ? 110.0f : a, 0.0f); /* (e^-110 rounds to 0 below) */
     float m = 1.0f / act_fma_f32(zs, ACT_UNSCALE_F32, 1.0f);
-    act_f32 out = {opf_select_f32(x < 0.0f, (zs * m) * ACT_UNSCALE_F32, m), 0.0f, 0.0f};
+    float y = opf_select_f32(x < 0.0f, (zs * m) * ACT_UNSCALE_F32, m);
+    act_f32 out = {opf_select_f32(x != x, x, y), 0.0f, 0.0f}; /* NaN stays NaN */
     return out;
 }
 
@@ -375,7 +377,8 @@ OPF_KERNEL_FN act_f64 act_sigmoid_f64(double x) {
     double a = opf_fabs_f64(x);
     double zs = act_exp_neg_f64(760.0 < a ? 760.0 : a, 0.0);
     double m = 1.0 / act_fma_f64(zs, ACT_UNSCALE_F64, 1.0);
-    act_f64 out = {opf_select_f64(x < 0.0, (zs * m) * ACT_UNSCALE_F64, m), 0.0, 0.0};
+    double y = opf_select_f64(x < 0.0, (zs * m) * ACT_UNSCALE_F64, m);
+    act_f64 out = {opf_select_f64(x != x, x, y), 0.0, 0.0};
     return out;
 }
 

@@ -460,10 +460,46 @@ static void eltwise_test_kernel(const eltwise_case *c) {
     }
 }
 
+/* NaNs with payloads (quiet and signaling bit patterns, both signs) as every
+ * input of an activation row: NaN out (an exponential's bit tricks must not turn
+ * a payload into a number). */
+static void eltwise_nan_payloads(const eltwise_case *c) {
+    if (eltwise_refs[c->ref].ulps == 0) {
+        return; /* relu and friends: their own rules for NaN (known values) */
+    }
+    enum { N = 6 };
+    const uint32_t f32_bits[N] = {0x7fc12345u, 0xffc00001u, 0x7f800001u, 0xff8fffffu, 0x7fffffffu, 0xffa00000u};
+    const uint64_t f64_bits[N] = {0x7ff8000012345678u, 0xfff8000000000001u, 0x7ff0000000000001u,
+                                  0xfff00000000fffffu, 0x7fffffffffffffffu, 0xfff4000000000000u};
+    double in_vals[3][N], out_vals[2][N];
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 3; k++) {
+            if (c->dtype == OPF_F32) {
+                memcpy((float *)in_vals[k] + i, &f32_bits[i], sizeof(float));
+            } else {
+                memcpy(&in_vals[k][i], &f64_bits[i], sizeof(double));
+            }
+        }
+    }
+    const void *in[3] = {in_vals[0], in_vals[1], in_vals[2]};
+    void *out[2] = {out_vals[0], out_vals[1]};
+    for (int form = 0; form < 2; form++) {
+        opf_attr_value attrs[OPF_MAX_ATTRS] = {{.i = form}};
+        call_kernel(c, N, in, out, attrs);
+        for (int j = 0; j < c->num_out; j++) {
+            for (int i = 0; i < N; i++) {
+                double v = c->dtype == OPF_F32 ? (double)((float *)out_vals[j])[i] : out_vals[j][i];
+                CHECK(isnan(v), "%s: NaN payload %d in, output %d = %g", c->name, i, j, v);
+            }
+        }
+    }
+}
+
 /* Hand-picked values whose answers are known without any reference. */
 static void eltwise_known_values(const eltwise_case *c) {
     char ctx[128];
     snprintf(ctx, sizeof ctx, "%s known values", c->name);
+    eltwise_nan_payloads(c);
     if (c->dtype != OPF_F32) {
         return; /* the f32 lines cover the logic; f64 is covered by the reference sweep */
     }
