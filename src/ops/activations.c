@@ -18,7 +18,7 @@
  * or σ(-|v|) (tanh gelu, silu), a number in (0, 1/2]: f(x) = x T for x < 0
  * and x (1 - T) for x >= 0, so neither side cancels. T = e^(-h) M with
  *   exact gelu:  h = x²/2,  M = Φ(-a) e^(a²/2), a = |x| (a polynomial in
- *                t = 4 / (4 + a), fitted by scripts/math_fit.py's Remez fit);
+ *                t = 2 / (2 + a), scripts/activation_fits.py);
  *   tanh gelu:   h = |v|,   M = 1 / (1 + e^-h);   silu: h = |x|, same M.
  * h is formed as an unevaluated sum hi + lo (x² exactly by an FMA; v with
  * double-word arithmetic): e^-h has the condition number h (up to ~110 in
@@ -165,9 +165,11 @@ typedef struct act_f64 {
 /* ------------------------------------------------------------------------ */
 
 /* Exact gelu: h = x²/2 (hi + lo by an FMA), M = R(a) = Φ(-a) e^(a²/2), a = |x|,
- * = t P(t), t = 4 / (4 + a), P a degree-9 minimax polynomial for relative
- * error 2^-25.9 on [0, 15] (scripts/math_fit.py fit_gelu_f32). G = a/√(2π) - R
- * (f' = Φ + x φ), H = (2 - x²)/√(2π). Beyond |x| = 15 every tail underflows. */
+ * = t P(t), t = 2 / (2 + a), P of degree 10 for relative error 2^-25.2 on
+ * [0, 15] (scripts/activation_fits.py gelu_f32; double: degree 23 in u, gelu_f64).
+ * G = a/√(2π) - R (f' = Φ + x φ), H = (2 - x²)/√(2π). Beyond |x| = 15 (39)
+ * every tail underflows. The rounding of t moves R by dR/dt dt, largest near
+ * a = 0; a smaller t scale (2 rather than 4) halves that (float: 5.7 ulp). */
 OPF_KERNEL_FN act_f32 act_gelu_erf_f32(float x) {
     float a = opf_fabs_f32(x);
     float ac = opf_select_f32(a < 15.0f, a, 15.0f); /* (a NaN x makes f NaN through x itself) */
@@ -383,8 +385,8 @@ OPF_KERNEL_FN act_f64 act_sigmoid_f64(double x) {
 }
 
 /* tanh in float: x P(x²) / Q(x²) on |x| <= 9 (beyond, tanh rounds to +-1), P and Q
- * of degree 4 (a rational minimax fit for the relative error, coefficients tuned
- * in float): about half the operations of opf_tanh_f32, which the frameworks'
+ * of degree 4 (a rational fit for the relative error, coefficients tuned in
+ * float: scripts/activation_fits.py tanh_f32): about half the operations of opf_tanh_f32, which the frameworks'
  * float tanh (Eigen's, XLA's: similar rationals, 5 ulp) would otherwise outrun,
  * at a bound of 5.5 ulp instead of 1.2 (every float input measured). NaN stays NaN, +-0 keep their sign,
  * +-inf give +-1. Double uses opf_tanh_f64. */
@@ -487,7 +489,8 @@ OPF_ELTWISE_KERNEL(tanh_grad_grad, (ddx, dy, y), (ddy, dy_y), ddy = ddx * (((T)1
 const opf_op_decl opf_decl_gelu = {
     "gelu(x, *, " ACT_GELU_ATTR ") -> y",
     .doc = "Gaussian error linear unit, elementwise: y = x Φ(x) with Φ the standard normal CDF "
-           "(0.5 x (1 + erf(x / √2))), or its tanh approximation. gelu(+inf) = +inf; gelu(-inf) and NaN give NaN.",
+           "(0.5 x (1 + erf(x / √2))), or its tanh approximation. gelu(+inf) = +inf; gelu(-inf) and NaN give NaN. "
+           "Within 5.7 ulp (float32; tanh form 3.6) and 5.3 ulp (float64) everywhere, tails included (docs/ops.md).",
     .grad = "dx = gelu_grad(dy, x)",
     .jvp = "y' = gelu_grad(x', x)",
     .arg_docs = "x: input tensor, any shape; " ACT_GELU_ATTR_DOC "; y: gelu(x), the shape of x",
@@ -517,7 +520,7 @@ const opf_op_decl opf_decl_gelu_grad_grad = {
 const opf_op_decl opf_decl_silu = {
     "silu(x) -> y",
     .doc = "Sigmoid linear unit (swish), elementwise: y = x σ(x) = x / (1 + e^-x). silu(+inf) = +inf; "
-           "silu(-inf) and NaN give NaN.",
+           "silu(-inf) and NaN give NaN. Within 3.4 ulp (float32) and 3.3 ulp (float64) everywhere (docs/ops.md).",
     .grad = "dx = silu_grad(dy, x)",
     .jvp = "y' = silu_grad(x', x)",
     .arg_docs = "x: input tensor, any shape; y: silu(x), the shape of x",
@@ -544,7 +547,8 @@ const opf_op_decl opf_decl_silu_grad_grad = {
 
 const opf_op_decl opf_decl_sigmoid = {
     "sigmoid(x) -> y",
-    .doc = "Logistic sigmoid, elementwise: y = 1 / (1 + e^-x), in (0, 1]; sigmoid(-inf) = 0, sigmoid(+inf) = 1.",
+    .doc = "Logistic sigmoid, elementwise: y = 1 / (1 + e^-x), in [0, 1]; sigmoid(-inf) = 0, sigmoid(+inf) = 1. "
+           "Within 2.8 ulp (float32) and 2.7 ulp (float64) (docs/ops.md).",
     .grad = "dx = sigmoid_grad(dy, y)",
     .jvp = "y' = sigmoid_grad(x', y)",
     .arg_docs = "x: input tensor, any shape; y: sigmoid(x), the shape of x",
@@ -572,7 +576,8 @@ const opf_op_decl opf_decl_sigmoid_grad_grad = {
 
 const opf_op_decl opf_decl_tanh = {
     "tanh(x) -> y",
-    .doc = "Hyperbolic tangent, elementwise; tanh(+-inf) = +-1.",
+    .doc = "Hyperbolic tangent, elementwise; tanh(+-inf) = +-1. Within 5.5 ulp (float32, a rational like the "
+           "frameworks' float tanh) and 1.4 ulp (float64) (docs/ops.md).",
     .grad = "dx = tanh_grad(dy, y)",
     .jvp = "y' = tanh_grad(x', y)",
     .arg_docs = "x: input tensor, any shape; y: tanh(x), the shape of x",
