@@ -193,10 +193,9 @@ OPF_KERNEL_FN act_f32 act_gelu_erf_f32(float x) {
     float two_minus_s = ((0x1.6a09e6p+0f - ac) + 0x1.9fcef4p-26f) * (0x1.6a09e6p+0f + ac); /* 2 - a², exact near √2 */
     float hs = es * (0x1.988454p-2f * two_minus_s);
     act_f32 out;
-    /* f = x T for x < 0, x (1 - T) for x >= 0, rounded once (x itself where
-     * x 2^S would overflow) */
-    out.f = (x * opf_select(x < 0, ts, 0x1p64f - ts)) * ACT_UNSCALE_F32;
-    out.f = opf_select(x > 0x1p60f, x, out.f);
+    /* f = x T for x < 0, x (1 - T) for x >= 0, rounded once: (x ts) 2^-64, and
+     * x ((2^64 - ts) 2^-64) (no x 2^64 to overflow) */
+    out.f = (x * opf_select(x < 0, ts, (0x1p64f - ts) * ACT_UNSCALE_F32)) * opf_select(x < 0, ACT_UNSCALE_F32, 1.0f);
     ACT_DERIVATIVES(float, 0x1p64f, ACT_UNSCALE_F32, x, ds, hs, 1, out);
     return out;
 }
@@ -270,8 +269,7 @@ OPF_KERNEL_FN act_f64 act_gelu_erf_f64(double x) {
     act_f64 out;
     /* f = x T for x < 0, x (1 - T) for x >= 0, rounded once (x itself where
      * x 2^S would overflow) */
-    out.f = (x * opf_select(x < 0, ts, 0x1p512 - ts)) * ACT_UNSCALE_F64;
-    out.f = opf_select(x > 0x1p60, x, out.f);
+    out.f = (x * opf_select(x < 0, ts, (0x1p512 - ts) * ACT_UNSCALE_F64)) * opf_select(x < 0, ACT_UNSCALE_F64, 1.0);
     ACT_DERIVATIVES(double, 0x1p512, ACT_UNSCALE_F64, x, ds, hs, 1, out);
     return out;
 }
