@@ -45,6 +45,12 @@ KERNEL_FLAGS_scalar := -O2 -fno-tree-vectorize
 KERNEL_FLAGS_portable := -O3
 KERNEL_FLAGS_avx2 := -O3 -mavx2 -mfma
 KERNEL_FLAGS_avx512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma
+# Files of built-in ops written with the authoring layer's row kernels get
+# the flags `opforge build` gives a user's file of ops (GCC vectorizes the
+# loops of a row kernel's body at -O3 only; eltwise.c's fixed-size blocks
+# vectorize at -O2 too). The kernel_isa of src/ops/norms.c is "norms.c".
+AUTHORED_OPS_FLAGS := -O3 -fno-math-errno -fno-trapping-math
+KERNEL_FLAGS_norms.c := $(AUTHORED_OPS_FLAGS)
 # Advanced SIMD is baseline on AArch64: no extra flags.
 KERNEL_FLAGS_neon := -O3
 # The target's architecture, from the compiler (so that a cross compiler,

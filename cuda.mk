@@ -41,10 +41,15 @@ endif
 CUDA_DEP_HEADERS := $(wildcard include/*.h src/*/*.h src/*/*/*.h src/*/*.inc)
 CUDA_LIB_A := $(BUILD)/libopforge.a
 
+# The files of src/ops that define authored kernels (a line starting with
+# OPF_ELTWISE_KERNEL( or OPF_ROW_KERNEL(): a CUDA build compiles them with
+# nvcc, and the CUDA emulator as C++, so that their kernels get CUDA builds.
+# Such a file must also compile as C++ (src/ops/eltwise.c shows how: ops.h
+# inside extern "C"). A new file of built-in kernels needs nothing more.
+CUDA_AUTHORED_LINE := ^OPF_(ELTWISE|ROW)_KERNEL[(]
+CUDA_AUTHORED_SRC := $(shell grep -lE '$(CUDA_AUTHORED_LINE)' src/ops/*.c)
+
 CUDA_ENABLED := 0
-# Files of authored kernels that a CUDA build compiles with nvcc (below), and
-# the CUDA emulator with the host C++ compiler.
-CUDA_AUTHORED_SRC := src/ops/eltwise.c src/ops/activations.c
 CUDA_OBJ :=
 CUDA_DEFS :=
 CUDA_LDLIBS :=
@@ -95,9 +100,10 @@ $(BUILD)/obj/cuda/%.o: src/cuda/%.cu $(CUDA_DEP_HEADERS)
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
-# Files of authored kernels, compiled by nvcc as CUDA C++ instead of by the C
-# compiler: each OPF_ELTWISE_KERNEL in them then also has its CUDA build
-# (opforge_cuda.h), exactly as in a user's file of ops. CUDA_AUTHORED_FLAGS
+# Files of authored kernels (CUDA_AUTHORED_SRC, above), compiled by nvcc as
+# CUDA C++ instead of by the C compiler: each OPF_ELTWISE_KERNEL and
+# OPF_ROW_KERNEL in them then also has its CUDA build (opforge_cuda.h),
+# exactly as in a user's file of ops. CUDA_AUTHORED_FLAGS
 # are the flags opforge.h asks of such a file ("Writing kernels"): no
 # contraction of a*b + c on the device (-fmad=false) or the host
 # (-ffp-contract=off: g++ contracts by default, unlike C in ISO mode), and no
@@ -135,7 +141,7 @@ CUDA_TEST_BIN := $(BUILD)/tests/test_cuda
 # compiler links the object.)
 CUDA_USER_FLAGS := -x cu -O3 -fmad=false -Xcompiler -fPIC,-ffp-contract=off
 CUDA_USER_WARN = $(NVCC_WARN) -Xcompiler -Wno-missing-field-initializers
-CUDA_USER_OBJ := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/cuda_user_ops.o)
+CUDA_USER_OBJ := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/cuda_user_ops.o $(BUILD)/tests/cuda_myops.o)
 CUDA_USER_LIB := $(BUILD)/tests/libcudaops.so
 CUDA_USER_LIB_TEST := $(if $(filter 1,$(CUDA_ENABLED)),$(BUILD)/tests/test_cuda_user_lib)
 
@@ -143,6 +149,15 @@ $(BUILD)/tests/cuda_user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) $(CUDA_USER_FLAGS) $(CUDA_ARCH) $(CUDA_USER_WARN) -Iinclude -c $< -o $@
+
+# examples/ops/myops.c (the tutorials' ops: rowsum and its gradient among
+# them), compiled the same way and linked into test_cuda too; its table
+# function renamed, since user_ops.c exports opforge_op_table.
+MYOPS_RENAME := -Dopforge_op_table=opf_test_myops_table
+$(BUILD)/tests/cuda_myops.o: examples/ops/myops.c $(CUDA_DEP_HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(CUDA_USER_FLAGS) $(CUDA_ARCH) $(CUDA_USER_WARN) -Iinclude $(MYOPS_RENAME) -c $< -o $@
 
 $(CUDA_USER_LIB): tests/cuda/user_ops.c $(CUDA_DEP_HEADERS) $(BUILD)/libopforge.so.$(VERSION)
 	@mkdir -p $(dir $@)
@@ -189,38 +204,55 @@ gpu-check:
 
 # --- the CUDA emulator ---------------------------------------------------------------
 #
-#   make test-cuda-emu   test_cuda with the elementwise CUDA path run on the CPU: the
-#                        library, the built-ins' and a user's kernels compiled as CUDA
+#   make test-cuda-emu   test_cuda with the elementwise and row CUDA paths run on the CPU:
+#                        the library, the built-ins' and a user's kernels compiled as CUDA
 #                        C++ by the host C++ compiler against tests/cuda/emulate (a CPU
 #                        implementation of the runtime API they use; every thread of
 #                        every block in turn). Needs neither nvcc nor a GPU; checks the
 #                        engine's plans and the generated kernels' indexing, not speed
 #                        and not what only nvcc or the hardware decide (no dense).
+#   make test-cuda-emu-asan  the same built with AddressSanitizer and UBSan (in
+#                        $(BUILD)/emu-asan): out-of-bounds rows, scratch used after
+#                        it is freed (a captured graph's, too), leaks.
 EMU_BUILD := $(BUILD)/emu
 EMU_INC := -Itests/cuda/emulate
+EMU_SAN :=
 EMU_CXXFLAGS = -std=c++17 -O2 -g -pthread -Wall -Wextra -Werror -Wno-unknown-pragmas -Wno-missing-field-initializers \
-               $(INCLUDES) $(EMU_INC)
+               $(INCLUDES) $(EMU_INC) $(EMU_SAN)
 # What nvcc does to a file: CUDA C++, __CUDACC__, cuda_runtime.h first.
 EMU_CU := -x c++ -D__CUDACC__ -include cuda_runtime.h -DOPF_HAVE_CUDA
 EMU_C_SRC = $(filter-out src/core/cuda_none.c $(CUDA_AUTHORED_SRC),$(wildcard src/core/*.c src/ops/*.c)) \
             src/cuda/device.c $(KERNEL_SRC)
 EMU_OBJ = $(patsubst src/%.c,$(EMU_BUILD)/obj/%.o,$(EMU_C_SRC)) $(patsubst src/%.c,$(EMU_BUILD)/cu/%.o,$(CUDA_AUTHORED_SRC)) \
-          $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o $(EMU_BUILD)/runtime.o
+          $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/cuda/row.o $(EMU_BUILD)/cu/user_ops.o \
+          $(EMU_BUILD)/cu/myops.o $(EMU_BUILD)/runtime.o
 EMU_TEST_BIN := $(EMU_BUILD)/test_cuda
 
 $(EMU_BUILD)/obj/%.o: src/%.c $(CUDA_DEP_HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  CC emu  $<"
-	$(Q)$(CC) $(BASE_CFLAGS) -DOPF_HAVE_CUDA $(OPT) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) $(EMU_INC) \
-	  -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) -DOPF_HAVE_CUDA $(OPT) $(EMU_SAN) $(KERNEL_FLAGS_$(call kernel_isa,$<)) $(INCLUDES) \
+	  $(EMU_INC) -c $< -o $@
 
-$(patsubst src/%.c,$(EMU_BUILD)/cu/%.o,$(CUDA_AUTHORED_SRC)): $(EMU_BUILD)/cu/%.o: src/%.c $(CUDA_DEP_HEADERS)
-$(EMU_BUILD)/cu/cuda/eltwise.o: src/cuda/eltwise.cu $(CUDA_DEP_HEADERS)
-$(EMU_BUILD)/cu/user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS)
-$(patsubst src/%.c,$(EMU_BUILD)/cu/%.o,$(CUDA_AUTHORED_SRC)) $(EMU_BUILD)/cu/cuda/eltwise.o $(EMU_BUILD)/cu/user_ops.o:
+$(EMU_BUILD)/cu/ops/%.o: src/ops/%.c $(CUDA_DEP_HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "  CXX emu $<"
 	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) -c $< -o $@
+
+$(EMU_BUILD)/cu/cuda/%.o: src/cuda/%.cu $(CUDA_DEP_HEADERS) tests/cuda/emulate/*.h
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) -c $< -o $@
+
+$(EMU_BUILD)/cu/user_ops.o: tests/cuda/user_ops.c $(CUDA_DEP_HEADERS) tests/cuda/emulate/*.h
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) -c $< -o $@
+
+$(EMU_BUILD)/cu/myops.o: examples/ops/myops.c $(CUDA_DEP_HEADERS) tests/cuda/emulate/*.h
+	@mkdir -p $(dir $@)
+	@echo "  CXX emu $<"
+	$(Q)$(CXX) $(EMU_CXXFLAGS) -ffp-contract=off $(EMU_CU) $(MYOPS_RENAME) -c $< -o $@
 
 $(EMU_BUILD)/runtime.o: tests/cuda/emulate/runtime.cc tests/cuda/emulate/*.h include/opforge.h
 	@mkdir -p $(dir $@)
@@ -233,13 +265,17 @@ $(EMU_BUILD)/runtime.o: tests/cuda/emulate/runtime.cc tests/cuda/emulate/*.h inc
 .SECONDEXPANSION:
 $(EMU_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $$(EMU_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_FLAGS) -O2 -DOPF_HAVE_CUDA $(EMU_INC) -Itests/c tests/cuda/test_cuda.c tests/c/harness.c \
+	$(CC) $(TEST_FLAGS) -O2 $(EMU_SAN) -DOPF_HAVE_CUDA $(EMU_INC) -Itests/c tests/cuda/test_cuda.c tests/c/harness.c \
 	  $(EMU_OBJ) -o $@ $(LDLIBS) -lstdc++
 
-.PHONY: test-cuda-emu
+.PHONY: test-cuda-emu test-cuda-emu-asan
 test-cuda-emu: $(EMU_TEST_BIN)
 	@echo "== $(EMU_TEST_BIN) (the CUDA emulator)"
 	@$(EMU_TEST_BIN)
+
+test-cuda-emu-asan:
+	@$(MAKE) --no-print-directory EMU_BUILD=$(BUILD)/emu-asan \
+	  EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test-cuda-emu
 
 # Wheels for CPython 3.12 (the GPU machine's) of cffi, pytest, hypothesis,
 # setuptools, wheel and their dependencies; carry build/wheelhouse to the GPU

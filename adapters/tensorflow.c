@@ -174,12 +174,13 @@ static void shape_function(int index, TF_ShapeInferenceContext *ctx, TF_Status *
     TF_ShapeInferenceContextSetUnknownShape(ctx, status);
     if (TF_GetCode(status) != TF_OK)
         goto done;
+    int32_t inferred_ndim[OPF_MAX_ARGS];
+    int64_t inferred[OPF_MAX_ARGS][OPF_MAX_RANK];
     if (ranks_known && usable) {
-        /* Runs the row's checks on what is known (unknown dims pass). */
+        /* Runs the row's checks on what is known (unknown dims pass), and
+         * keeps each output's shape (-1 where a dim is unknown). */
         for (int j = 0; j < op->num_outputs; ++j) {
-            int32_t ndim;
-            int64_t shape[OPF_MAX_RANK];
-            if (opf_op_infer_shape(op, inputs, j, &ndim, shape) != OPF_OK) {
+            if (opf_op_infer_shape(op, inputs, j, &inferred_ndim[j], inferred[j]) != OPF_OK) {
                 TF_SetStatus(status, TF_INVALID_ARGUMENT, opf_last_error());
                 goto done;
             }
@@ -187,7 +188,23 @@ static void shape_function(int index, TF_ShapeInferenceContext *ctx, TF_Status *
     }
     for (int j = 0; j < op->num_outputs; ++j) {
         const opf_shape_rule *rule = &op->output_shapes[j];
-        if (rule->kind == OPF_SHAPE_LIKE) {
+        if (rule->kind != OPF_SHAPE_LIKE && rule->kind != OPF_SHAPE_DIMS && rule->kind != OPF_SHAPE_BATCH) {
+            /* Any other rule (a broadcast, a sum to an input's shape, and
+             * whatever kinds come later): the library's shape when the ranks
+             * are known, dim by dim (unknown dims stay unknown); else the
+             * unknown shape set above. */
+            if (!(ranks_known && usable))
+                continue;
+            TF_ShapeHandle *result = TF_ShapeInferenceContextScalar(ctx);
+            for (int d = 0; d < inferred_ndim[j] && TF_GetCode(status) == TF_OK; ++d) {
+                TF_ShapeHandle *size = TF_ShapeInferenceContextVectorFromSize(ctx, inferred[j][d]);
+                TF_ShapeInferenceContextConcatenateShapes(ctx, result, size, result, status);
+                TF_DeleteShapeHandle(size);
+            }
+            if (TF_GetCode(status) == TF_OK)
+                TF_ShapeInferenceContextSetOutput(ctx, j, result, status);
+            TF_DeleteShapeHandle(result);
+        } else if (rule->kind == OPF_SHAPE_LIKE) {
             if (handles[rule->like])
                 TF_ShapeInferenceContextSetOutput(ctx, j, handles[rule->like], status);
         } else if (rule->kind == OPF_SHAPE_DIMS || rule->kind == OPF_SHAPE_BATCH) {
@@ -354,11 +371,24 @@ static void kernel_compute(void *opaque, TF_OpKernelContext *ctx) {
             goto done;
         }
         const opf_shape_rule *rule = &op->output_shapes[j];
-        if ((op->flags & OPF_OP_ELEMENTWISE) && rule->kind == OPF_SHAPE_LIKE && state->present[rule->like]) {
-            /* An elementwise op may write over its input when TensorFlow
-             * holds no other reference to it. */
-            int candidate = flat_index(op, state->present, rule->like), forwarded = -1;
-            out_tf[j] = TF_ForwardInputOrAllocateOutput(ctx, &candidate, 1, j, out_dims[j], ndim, &forwarded, status);
+        /* An elementwise op may write an output over an input of the same
+         * shape (the one it is shaped like, or any of a broadcast's inputs
+         * that has the broadcast shape) when TensorFlow holds no other
+         * reference to it. */
+        int candidates[OPF_MAX_ARGS], num_candidates = 0;
+        for (int i = 0; (op->flags & OPF_OP_ELEMENTWISE) && i < op->num_inputs; ++i) {
+            int fits = state->present[i] &&
+                       (rule->kind == OPF_SHAPE_LIKE ? rule->like == i
+                                                     : rule->kind == OPF_SHAPE_BROADCAST && in_views[i].ndim == ndim);
+            for (int d = 0; fits && rule->kind == OPF_SHAPE_BROADCAST && d < ndim; ++d)
+                fits = in_dims[i][d] == out_dims[j][d];
+            if (fits)
+                candidates[num_candidates++] = flat_index(op, state->present, i);
+        }
+        if (num_candidates > 0) {
+            int forwarded = -1;
+            out_tf[j] = TF_ForwardInputOrAllocateOutput(ctx, candidates, num_candidates, j, out_dims[j], ndim,
+                                                        &forwarded, status);
         } else {
             size_t bytes = opf_dtype_size(dtype_of(type));
             for (int d = 0; d < ndim; ++d)

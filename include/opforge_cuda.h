@@ -1,5 +1,6 @@
 /*
- * opforge_cuda.h — the CUDA build of authored elementwise kernels (CUDA C++).
+ * opforge_cuda.h — the CUDA build of authored kernels (CUDA C++): elementwise
+ * (OPF_ELTWISE_KERNEL) and row-wise (OPF_ROW_KERNEL; "Row kernels" below).
  *
  * opforge.h includes this header when a file is compiled by nvcc
  * (__CUDACC__); do not include it yourself. In such a file,
@@ -42,6 +43,42 @@
  * double, denormals kept (nvcc's default without --use_fast_math). Compile
  * with -fmad=false so that a*b + c is not contracted into an FMA that the
  * CPU build does not use (opforge.h, "Writing kernels", has the command).
+ *
+ * Row kernels. In such a file,
+ *
+ *   OPF_ROW_KERNEL(rowsum, (x), (y), y[0] = opf_sum(n, x);)
+ *
+ * also generates opf__cuda_row_rowsum<T>::apply (the body as a __device__
+ * function of one row, seeing exactly what the CPU builds see: n, n_<name>,
+ * a pointer to each argument's contiguous row, attrs) and
+ * opf__cuda_row_launch_rowsum, stored in rowsum.cuda (an opf_cuda_row_fn).
+ * opforge's CUDA row engine (libopforge, src/cuda/row.cu) does the host half
+ * of a call: it makes the device current and finds each operand's rows. An
+ * argument whose last dims (the row) are contiguous is read or written in
+ * place, through its strides over the leading dims ("..."); one whose rows
+ * are not contiguous (transposed, every other element, negative strides) is
+ * gathered into stream-ordered device scratch before the kernel (an input)
+ * or computed there and scattered into the view after it (an output); an
+ * input without "..." (w[M]) is passed whole to every row, gathered once
+ * when not contiguous. The launcher then enqueues one kernel on the call's
+ * stream: one thread per row, a grid-stride loop over int64 row indices,
+ * each thread running the body sequentially over its row. Empty rows (n ==
+ * 0) run the body too (opf_sum gives 0, opf_max -inf), as on the CPU.
+ *
+ * That mapping is exact for any body (a row is one sequential computation,
+ * as on the CPU, and opf_sum / opf_max reduce in the CPU builds' lane order:
+ * the same bits), and suits many short rows (not yet timed on a GPU). A row
+ * of thousands of elements is one thread's loop, with the loads of a warp's
+ * 32 rows n elements apart: it does not approach memory bandwidth. A block per row
+ * would, but it needs the body's loops split over the block's threads, and
+ * an arbitrary body (loops that carry state from one element to the next,
+ * outputs updated in place, scalar code between loops) cannot be split
+ * safely: running it redundantly on every thread races on `y[i] *= s`, and
+ * a block-cooperative opf_sum alone changes nothing while the loops around
+ * it stay sequential. A row op that needs the bandwidth (softmax, layernorm
+ * on long rows) names a hand-written kernel for it, `.compute_cuda` in its
+ * declaration, which takes precedence over the generated build (docs/
+ * writing-ops.md, "The same kernels on a GPU").
  */
 #ifndef OPFORGE_CUDA_H
 #define OPFORGE_CUDA_H
@@ -294,6 +331,147 @@ template <template <typename> class Fn> static int opf__cuda_ew_launch(const opf
     return L->dtype == OPF_F32 ? opf__cuda_ew_enqueue<Fn<float>>(L) : opf__cuda_ew_enqueue<Fn<double>>(L);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Row kernels                                                               */
+/* ------------------------------------------------------------------------ */
+
+enum {
+    OPF_CUDA_ROW_THREADS = 64,               /* threads (rows in flight) per block */
+    OPF_CUDA_ROW_OPERANDS = 2 * OPF_MAX_ARGS /* inputs, then outputs */
+};
+
+/* One launch of a row kernel's CUDA build, planned by opforge. libopforge
+ * fills it and a user's library reads it: its layout is part of the table
+ * ABI (OPF_TABLE_ABI_VERSION). Row r is the r-th index, in C order, of the
+ * leading dims ("...") of the call; operand k's row r starts at
+ * operands[k] + sum_d idx_d(r) * strides[k][d] elements, where idx_d(r) are
+ * r's coordinates in the iteration space (rank, shape): the leading dims
+ * without those of size 1, merged where every operand allows, innermost
+ * first. An operand's row is len[k] contiguous elements there. */
+struct opf_cuda_row_launch {
+    opf_dtype dtype; /* OPF_F32 or OPF_F64 */
+    int64_t rows;    /* > 0 */
+    uint32_t blocks; /* grid size, OPF_CUDA_ROW_THREADS threads per block */
+    void *stream;    /* the cudaStream_t to launch on */
+    /* Row 0 of each operand (the kernel's inputs, then its outputs), NULL
+     * for an absent optional argument; its row length in elements (the whole
+     * tensor for an input without "..."). */
+    void *operands[OPF_CUDA_ROW_OPERANDS];
+    int64_t len[OPF_CUDA_ROW_OPERANDS];
+    /* The rows' iteration space and each operand's strides along it, in
+     * elements (0 for an input without "...": every row reads it whole). */
+    int32_t rank;
+    int64_t shape[OPF_MAX_RANK];
+    int64_t strides[OPF_CUDA_ROW_OPERANDS][OPF_MAX_RANK];
+    opf_attr_value attrs[OPF_MAX_ATTRS];
+};
+
+/* What a row body sees on the device (named opf__args, as on the CPU, so the
+ * same macros declare the rows): pointers to its rows, their lengths, attrs. */
+template <int NI, int NO> struct opf__cuda_row_args {
+    const void *in[NI > 0 ? NI : 1];
+    int64_t in_len[NI > 0 ? NI : 1];
+    void *out[NO > 0 ? NO : 1];
+    int64_t out_len[NO > 0 ? NO : 1];
+    const opf_attr_value *attrs;
+};
+template <int K> struct opf__cuda_row_lens { int64_t n[K]; };
+
+/* Element `off` of operand `base`, computed on integers: an absent operand
+ * stays NULL, and an empty row's pointer is never dereferenced. */
+template <typename T> __device__ __forceinline__ void *opf__cuda_row_at(void *base, int64_t off) {
+    const uintptr_t b = (uintptr_t)base;
+    return b == 0 ? (void *)0 : (void *)(b + (uintptr_t)off * (uintptr_t)sizeof(T));
+}
+
+/* One thread per row (grid-stride). F is a kernel's row function (see
+ * OPF__CUDA_ROW_DEFINE): F::type, F::num_in, F::num_out, F::apply. Index is
+ * the type of the row-index arithmetic (uint32_t under 2^32 rows). */
+template <class F, typename Index>
+__global__ void __launch_bounds__(OPF_CUDA_ROW_THREADS)
+    opf__cuda_row_kernel(int64_t rows, const opf__cuda_ew_ptrs<F::num_in + F::num_out> p,
+                         const opf__cuda_row_lens<F::num_in + F::num_out> lens,
+                         const opf__cuda_ew_layout<F::num_in + F::num_out> layout, const opf__cuda_ew_attrs attrs) {
+    typedef typename F::type T;
+    enum { NI = F::num_in, NO = F::num_out, K = NI + NO };
+    const int64_t step = (int64_t)gridDim.x * OPF_CUDA_ROW_THREADS;
+    for (int64_t r = (int64_t)blockIdx.x * OPF_CUDA_ROW_THREADS + threadIdx.x; r < rows; r += step) {
+        int64_t off[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            off[k] = 0;
+        }
+        Index rem = (Index)r;
+#pragma unroll
+        for (int d = 0; d < OPF_MAX_RANK; d++) {
+            if (d >= layout.rank) {
+                break;
+            }
+            Index idx = rem; /* the outermost dim takes what is left */
+            if (d < layout.rank - 1) {
+                const Index size = (Index)layout.shape[d];
+                const Index q = rem / size;
+                idx = rem - q * size;
+                rem = q;
+            }
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                off[k] += (int64_t)idx * layout.stride[k][d];
+            }
+        }
+        opf__cuda_row_args<NI, NO> a;
+#pragma unroll
+        for (int k = 0; k < NI; k++) {
+            a.in[k] = opf__cuda_row_at<T>(p.p[k], off[k]);
+            a.in_len[k] = lens.n[k];
+        }
+#pragma unroll
+        for (int j = 0; j < NO; j++) {
+            a.out[j] = opf__cuda_row_at<T>(p.p[NI + j], off[NI + j]);
+            a.out_len[j] = lens.n[NI + j];
+        }
+        a.attrs = attrs.v;
+        F::apply(&a);
+    }
+}
+
+/* Enqueues launch L of row function F; returns the cudaError_t. */
+template <class F> static int opf__cuda_row_enqueue(const opf_cuda_row_launch *L) {
+    enum { K = F::num_in + F::num_out };
+    opf__cuda_ew_ptrs<K> p;
+    opf__cuda_row_lens<K> lens;
+    opf__cuda_ew_layout<K> layout;
+    for (int k = 0; k < K; k++) {
+        p.p[k] = L->operands[k];
+        lens.n[k] = L->len[k];
+    }
+    layout.rank = L->rank;
+    for (int d = 0; d < OPF_MAX_RANK; d++) {
+        layout.shape[d] = L->shape[d];
+        for (int k = 0; k < K; k++) {
+            layout.stride[k][d] = L->strides[k][d];
+        }
+    }
+    opf__cuda_ew_attrs attrs;
+    for (int a = 0; a < OPF_MAX_ATTRS; a++) {
+        attrs.v[a] = L->attrs[a];
+    }
+    int64_t rows = L->rows;
+    void *args[5] = {&rows, &p, &lens, &layout, &attrs};
+    const cudaStream_t stream = (cudaStream_t)L->stream;
+    const dim3 grid(L->blocks > 0 ? L->blocks : 1), block(OPF_CUDA_ROW_THREADS);
+    const cudaError_t err = rows <= (int64_t)UINT32_MAX
+                                ? cudaLaunchKernel(opf__cuda_row_kernel<F, uint32_t>, grid, block, args, 0, stream)
+                                : cudaLaunchKernel(opf__cuda_row_kernel<F, uint64_t>, grid, block, args, 0, stream);
+    /* cudaGetLastError: also clears this runtime's error slot. */
+    return err != cudaSuccess ? (int)err : (int)cudaGetLastError();
+}
+
+/* The launcher of a row kernel whose row function is Fn<float> / Fn<double>. */
+template <template <typename> class Fn> static int opf__cuda_row_launch(const opf_cuda_row_launch *L) {
+    return L->dtype == OPF_F32 ? opf__cuda_row_enqueue<Fn<float>>(L) : opf__cuda_row_enqueue<Fn<double>>(L);
+}
+
 } /* extern "C++" */
 
 /* What OPF_ELTWISE_KERNEL adds in a CUDA compile: the element function (in
@@ -317,6 +495,30 @@ template <template <typename> class Fn> static int opf__cuda_ew_launch(const opf
     };                                                                                                                 \
     static int opf__cuda_ew_launch_##name(const struct opf_cuda_eltwise_launch *opf__launch) {                         \
         return opf__cuda_ew_launch<opf__cuda_ew_##name>(opf__launch);                                                  \
+    }                                                                                                                  \
+    }                                                                                                                  \
+    }
+
+/* What OPF_ROW_KERNEL adds in a CUDA compile: the row function (the CPU
+ * builds' body, OPF__ROW_IN / OPF__ROW_OUT declaring the rows from opf__args)
+ * and the launcher, in an unnamed namespace as above. */
+#define OPF__CUDA_ROW_DEFINE(name, ins, outs, ...)                                                                     \
+    extern "C++" {                                                                                                     \
+    namespace {                                                                                                        \
+    template <typename T> struct opf__cuda_row_##name {                                                                \
+        typedef T type;                                                                                                \
+        enum { num_in = OPF__LEN(ins), num_out = OPF__LEN(outs) };                                                     \
+        static __device__ inline void apply(const opf__cuda_row_args<num_in, num_out> *opf__args) {                    \
+            const opf_attr_value *const attrs = opf__args->attrs;                                                      \
+            const int64_t n = opf__args->in_len[0];                                                                    \
+            (void)attrs;                                                                                               \
+            (void)n;                                                                                                   \
+            OPF__EACH(OPF__ROW_IN, ins)                                                                                \
+            OPF__EACH(OPF__ROW_OUT, outs) { __VA_ARGS__ }                                                              \
+        }                                                                                                              \
+    };                                                                                                                 \
+    static int opf__cuda_row_launch_##name(const struct opf_cuda_row_launch *opf__launch) {                            \
+        return opf__cuda_row_launch<opf__cuda_row_##name>(opf__launch);                                                \
     }                                                                                                                  \
     }                                                                                                                  \
     }

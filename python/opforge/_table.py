@@ -24,8 +24,8 @@ from ._capi import ffi, lib
 
 AttrKind = Literal["float", "int", "enum"]
 AttrValue = Union[float, int, str]
-CheckKind = Literal["rank", "same_shape", "dim_eq", "min_rank", "dim_is", "batch_eq"]
-ShapeKind = Literal["none", "like", "dims", "batch"]
+CheckKind = Literal["rank", "same_shape", "dim_eq", "min_rank", "dim_is", "batch_eq", "broadcast"]
+ShapeKind = Literal["none", "like", "dims", "batch", "broadcast", "summed"]
 OpKind = Literal["eltwise", "row", "compute"]
 GradSourceKind = Literal["none", "input", "output", "grad", "tangent"]
 
@@ -42,12 +42,15 @@ _CHECK_KINDS: dict[int, CheckKind] = {
     lib.OPF_CHECK_MIN_RANK: "min_rank",
     lib.OPF_CHECK_DIM_IS: "dim_is",
     lib.OPF_CHECK_BATCH_EQ: "batch_eq",
+    lib.OPF_CHECK_BROADCAST: "broadcast",
 }
 _SHAPE_KINDS: dict[int, ShapeKind] = {
     lib.OPF_SHAPE_NONE: "none",
     lib.OPF_SHAPE_LIKE: "like",
     lib.OPF_SHAPE_DIMS: "dims",
     lib.OPF_SHAPE_BATCH: "batch",
+    lib.OPF_SHAPE_BROADCAST: "broadcast",
+    lib.OPF_SHAPE_SUM_TO: "summed",
 }
 _GRAD_SOURCE_KINDS: dict[int, GradSourceKind] = {
     lib.OPF_FROM_NONE: "none",
@@ -106,9 +109,17 @@ class ShapeRule:
     """How an output's shape follows from the input shapes."""
 
     kind: ShapeKind
-    like: int  # "like", "batch": the input whose shape (or leading dims) the output has
+    like: int  # "like", "batch", "summed" (y[sum_to(like)]): the input whose shape (or leading dims) the output has
     dims: tuple[DimRef, ...]  # "dims", "batch": one reference per (trailing) output dimension
     drop: int = 0  # "batch": dims of ``like`` left out at its end
+    inputs: tuple[int, ...] = ()  # "broadcast": the inputs whose broadcast the output's shape is
+
+    @property
+    def broadcasts(self) -> bool:
+        """Whether the output is shaped by broadcasting ("broadcast"), or is
+        the sum of a broadcast result to an input's shape ("summed"): it is
+        then not "the shape of an input" that an adapter may alias."""
+        return self.kind in ("broadcast", "summed")
 
 
 @dataclass(frozen=True)
@@ -214,7 +225,8 @@ def _check(c: Any) -> Check:
 def _shape_rule(r: Any) -> ShapeRule:
     kind = _SHAPE_KINDS[r.kind]
     dims = tuple(DimRef(input=d.input, dim=d.dim) for d in r.dims[0 : r.rank]) if kind in ("dims", "batch") else ()
-    return ShapeRule(kind=kind, like=r.like, dims=dims, drop=r.drop)
+    inputs = tuple(d.input for d in r.dims[0 : r.rank]) if kind == "broadcast" else ()
+    return ShapeRule(kind=kind, like=r.like, dims=dims, drop=r.drop, inputs=inputs)
 
 
 def _grad(g: Any) -> GradDef:
@@ -278,10 +290,11 @@ def check_shapes(
             fail(message())
 
     names = [arg.name for arg in op.inputs]
+    pairs = ("same_shape", "dim_eq", "batch_eq", "broadcast")
     for c in op.checks:
         a = shapes[c.a]
-        b = shapes[c.b] if c.kind in ("same_shape", "dim_eq", "batch_eq") else None
-        if a is None or (c.kind in ("same_shape", "dim_eq", "batch_eq") and b is None):
+        b = shapes[c.b] if c.kind in pairs else None
+        if a is None or (c.kind in pairs and b is None):
             continue
         if c.kind == "rank" and len(a) != c.rank:
             fail(f"{names[c.a]} must have rank {c.rank}, got rank {len(a)} ({format_dims(a)})")
@@ -306,6 +319,17 @@ def check_shapes(
                 fail(message())
             for da, db in zip(a[:lead_a], b[:lead_b]):
                 equal(da, db, message)
+        elif c.kind == "broadcast" and b is not None:
+            for k in range(1, min(len(a), len(b)) + 1):
+                da, db = a[-k], b[-k]
+                if da == 1 or db == 1:  # (a symbolic size is taken as not 1, as the frameworks do)
+                    continue
+                equal(
+                    da,
+                    db,
+                    lambda: f"shape mismatch: {names[c.a]} is {format_dims(a)}, {names[c.b]} is {format_dims(b)}; "
+                    f"they must broadcast together (dim -{k}: {da} vs {db})",
+                )
         elif c.kind == "dim_eq" and b is not None:
             if not (-len(a) <= c.a_dim < len(a) and -len(b) <= c.b_dim < len(b)):
                 continue  # a rank check of the row reports it
@@ -317,13 +341,29 @@ def check_shapes(
             )
 
 
+def broadcast_shapes(shapes: Sequence[Shape]) -> list[Any]:
+    """The broadcast of shapes that broadcast together (NumPy's rules, as
+    opf_op_infer_shape computes it): aligned from the end, each dim the one
+    size other than 1 (1 if all are)."""
+    rank = max(len(shape) for shape in shapes)
+    result: list[Any] = [1] * rank
+    for shape in shapes:
+        for d, size in enumerate(shape, rank - len(shape)):
+            if not (size == 1):  # a symbolic size is taken as not 1
+                result[d] = size
+    return result
+
+
 def output_shape(op: OpDef, output: int, shapes: Sequence[Optional[Shape]]) -> Optional[list[Any]]:
     """The shape of output ``output`` by its rule, once the checks passed;
     None where the rule cannot apply (an absent input it refers to)."""
     rule = op.output_shapes[output]
-    if rule.kind == "like":
+    if rule.kind in ("like", "summed"):
         like = shapes[rule.like]
         return None if like is None else list(like)
+    if rule.kind == "broadcast":
+        present = [shapes[i] for i in rule.inputs if shapes[i] is not None]
+        return broadcast_shapes(present) if present else None
     if rule.kind not in ("dims", "batch"):
         return None
     shape: list[Any] = []

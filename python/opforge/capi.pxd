@@ -117,6 +117,7 @@ cdef extern from "opforge.h" nogil:
         OPF_CHECK_MIN_RANK
         OPF_CHECK_DIM_IS
         OPF_CHECK_BATCH_EQ
+        OPF_CHECK_BROADCAST
 
     ctypedef struct opf_check:
         opf_check_kind kind
@@ -131,6 +132,8 @@ cdef extern from "opforge.h" nogil:
         OPF_SHAPE_LIKE
         OPF_SHAPE_DIMS
         OPF_SHAPE_BATCH
+        OPF_SHAPE_BROADCAST
+        OPF_SHAPE_SUM_TO
 
     ctypedef struct opf_dim_ref:
         int32_t input
@@ -195,11 +198,17 @@ cdef extern from "opforge.h" nogil:
 
     ctypedef void (*opf_row_fn)(const opf_row_args *args)
 
+    # Opaque here: defined for CUDA C++ only (opforge_cuda.h).
+    cdef struct opf_cuda_row_launch
+
+    ctypedef int (*opf_cuda_row_fn)(const opf_cuda_row_launch *launch)
+
     ctypedef struct opf_row_kernel:
         int32_t num_inputs
         int32_t num_outputs
         opf_row_fn f32[OPF_NUM_VARIANTS]
         opf_row_fn f64[OPF_NUM_VARIANTS]
+        opf_cuda_row_fn cuda
 
     ctypedef struct opf_op_def:
         const char *name

@@ -44,7 +44,10 @@ hand-written row flagged elementwise, uses ``vmap_method="broadcast_all"``:
 its kernel is indifferent to one more leading axis (the signature says the
 leading dims are independent rows), so the batched operands go to a single
 kernel call (an unbatched operand is broadcast first, since "..." must be
-equal across arguments). Other rows use ``"sequential"``: nothing says how a
+equal across arguments). An elementwise row whose inputs broadcast together
+("y[broadcast(a, b)]", "y[sum_to(a)]") aligns their dims from the end, so
+its inputs go to the call padded to one rank first (leading dims of size 1,
+removed again from the outputs). Other rows use ``"sequential"``: nothing says how a
 batch axis maps through their shape rule (dense is rank-2 only; an input such
 as ``w[M]`` is shared by all rows), so vmap runs one call per batch element
 in a loop inside the compiled program (correct for any row, not fast).
@@ -203,9 +206,16 @@ class _Op:
         self.outputs_read = frozenset(
             source.index for rule in op.grads for source in rule.sources if source.kind == "output"
         )
-        batched = all(arg.core_dims is not None for arg in op.inputs)
+        # One call over a vmapped batch: every input has "..." and every output
+        # too (an output without "..." is a sum over all the rows: the batch's
+        # would be added up).
+        batched = all(arg.core_dims is not None for arg in (*op.inputs, *op.outputs))
         self.vmap_method = "broadcast_all" if op.elementwise or batched else "sequential"
         self.alias_outputs = op.elementwise and os.environ.get("OPFORGE_JAX_ALIAS", "1") == "1"
+        # An elementwise row whose inputs broadcast together aligns their dims
+        # from the end: they go to the call padded to one rank (leading 1s),
+        # so that a batch axis vmap puts in front of each means the same axis.
+        self.aligns_from_the_end = op.elementwise and any(rule.broadcasts for rule in op.output_shapes)
         self.signature = self._make_signature()
 
     # -- signature and arguments ---------------------------------------------
@@ -327,6 +337,12 @@ class _Op:
         for here in mask:
             full.append(next(it) if here else None)
         shapes = tuple(None if a is None else tuple(a.shape) for a in full)
+        own_shapes = self._output_shapes(shapes)
+        if self.aligns_from_the_end:
+            rank = max(len(shape) for shape in shapes if shape is not None)
+            present = tuple(a.reshape((1,) * (rank - a.ndim) + a.shape) for a in present)
+            full = [None if a is None else a.reshape((1,) * (rank - a.ndim) + a.shape) for a in full]
+            shapes = tuple(None if a is None else tuple(a.shape) for a in full)
         out_shapes = self._output_shapes(shapes)
         dtype = present[0].dtype
         results = []
@@ -348,8 +364,12 @@ class _Op:
             for o, rule in enumerate(self.op.output_shapes):
                 if not outputs[o]:
                     continue
-                if rule.kind == "like" and mask[rule.like] and positions.index(rule.like) not in aliases:
-                    aliases[positions.index(rule.like)] = result
+                # shaped like an input, or the broadcast of inputs one of which has its shape
+                sources = [rule.like] if rule.kind == "like" else list(rule.inputs) if rule.kind == "broadcast" else []
+                for i in sources:
+                    if mask[i] and shapes[i] == out_shapes[o] and positions.index(i) not in aliases:
+                        aliases[positions.index(i)] = result
+                        break
                 result += 1
         # A skipped optional output has no result: the handler passes NULL for
         # it to opf_op_run, which then does not compute it.
@@ -365,6 +385,11 @@ class _Op:
             self.target, results, vmap_method=self.vmap_method, input_output_aliases=aliases or None
         )
         outs = tuple(call(*present, **kwargs))
+        if self.aligns_from_the_end:  # without the padding: each output at its own shape
+            wanted_shapes = [shape for shape, wanted in zip(own_shapes, outputs) if wanted]
+            outs = outs[: len(outs) - len(wanted_shapes)] + tuple(
+                out.reshape(shape) for out, shape in zip(outs[len(outs) - len(wanted_shapes) :], wanted_shapes)
+            )
         varying = frozenset().union(*(_varying_axes(a) for a in present))
         return tuple(_make_varying(out, varying) for out in outs) if varying else outs
 

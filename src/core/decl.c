@@ -24,12 +24,16 @@ enum {
     OPF_DECL_ERROR_MAX = 384 /* room for one parse error */
 };
 
-/* The dims of one tensor in a signature: "[..., N, 3]". */
+/* The dims of one tensor in a signature: "[..., N, 3]"; or, for an output,
+ * a shape function of inputs: "[broadcast(a, b)]", "[sum_to(a)]". */
 typedef struct opf_pattern {
     int ellipsis; /* a leading "..." (a tensor without dims is "[...]") */
     int32_t ndims;
     int32_t sym[OPF_MAX_RANK]; /* symbol index, or -1 for a literal size */
     int64_t size[OPF_MAX_RANK];
+    opf_shape_kind func;        /* OPF_SHAPE_BROADCAST or OPF_SHAPE_SUM_TO for a shape function; else NONE */
+    int32_t num_refs;           /* the function's inputs */
+    int32_t refs[OPF_MAX_ARGS]; /* their indices */
 } opf_pattern;
 
 /* A parse in progress: the text, a cursor, the string arena, the symbols. */
@@ -121,8 +125,78 @@ static int32_t opf_symbol(opf_parser *p, const char *name) {
     return p->num_symbols++;
 }
 
-/* "[...]", "[N, M]", "[..., 3]"; nothing at all means "[...]". */
-static int opf_parse_pattern(opf_parser *p, opf_pattern *pat) {
+static int32_t opf_arg_index(const opf_arg_def *args, int32_t count, const char *name, size_t len);
+
+/* The shape functions an output's brackets may hold. */
+static const struct {
+    const char *name;
+    opf_shape_kind kind;
+} opf_shape_funcs[] = {{"broadcast", OPF_SHAPE_BROADCAST}, {"sum_to", OPF_SHAPE_SUM_TO}};
+
+/* After "[": "broadcast(a, b)]" or "sum_to(a)]" when a name and '(' come
+ * next (a dim name is never followed by '('); 1 with pat->func set, 1 with
+ * nothing consumed for plain dims, 0 on an error. `row` holds the inputs
+ * (NULL while the inputs themselves are parsed: no shape function there). */
+static int opf_parse_shape_func(opf_parser *p, const opf_op_def *row, opf_pattern *pat) {
+    opf_skip_space(p);
+    const char *start = p->at, *end = p->at;
+    while (isalnum((unsigned char)*end) || *end == '_') {
+        end++;
+    }
+    const char *after = end;
+    while (isspace((unsigned char)*after)) {
+        after++;
+    }
+    if (end == start || isdigit((unsigned char)*start) || *after != '(') {
+        return 1;
+    }
+    size_t len = (size_t)(end - start);
+    for (size_t f = 0; f < sizeof opf_shape_funcs / sizeof opf_shape_funcs[0]; f++) {
+        if (strlen(opf_shape_funcs[f].name) == len && strncmp(opf_shape_funcs[f].name, start, len) == 0) {
+            pat->func = opf_shape_funcs[f].kind;
+        }
+    }
+    if (pat->func == OPF_SHAPE_NONE) {
+        return opf_parse_fail(p, "unknown shape function '%.*s' (broadcast(...) or sum_to(...))", (int)len, start);
+    }
+    if (row == NULL) {
+        return opf_parse_fail(p, "%.*s(...) gives an output's shape; an input's dims are names, sizes or '...'",
+                              (int)len, start);
+    }
+    p->at = after + 1;
+    do {
+        opf_skip_space(p);
+        const char *name = p->at;
+        while (isalnum((unsigned char)*p->at) || *p->at == '_') {
+            p->at++;
+        }
+        int32_t i = opf_arg_index(row->inputs, row->num_inputs, name, (size_t)(p->at - name));
+        if (i < 0) {
+            p->at = name;
+            return opf_parse_fail(p, "expected the name of an input of this op");
+        }
+        for (int32_t k = 0; k < pat->num_refs; k++) {
+            if (pat->refs[k] == i) {
+                return opf_parse_fail(p, "input '%s' is named twice", row->inputs[i].name);
+            }
+        }
+        pat->refs[pat->num_refs++] = i; /* at most num_inputs, all distinct */
+    } while (opf_accept(p, ","));
+    if (!opf_expect(p, ")") || !opf_expect(p, "]")) {
+        return 0;
+    }
+    if (pat->func == OPF_SHAPE_SUM_TO && pat->num_refs != 1) {
+        return opf_parse_fail(p, "sum_to(...) names one input");
+    }
+    if (pat->func == OPF_SHAPE_BROADCAST && pat->num_refs > OPF_MAX_RULE_RANK) {
+        return opf_parse_fail(p, "broadcast(...) names at most %d inputs", OPF_MAX_RULE_RANK);
+    }
+    return 1;
+}
+
+/* "[...]", "[N, M]", "[..., 3]"; nothing at all means "[...]"; for an output
+ * (row != NULL) also "[broadcast(a, b)]" and "[sum_to(a)]". */
+static int opf_parse_pattern(opf_parser *p, const opf_op_def *row, opf_pattern *pat) {
     memset(pat, 0, sizeof *pat);
     if (!opf_accept(p, "[")) {
         pat->ellipsis = 1;
@@ -130,6 +204,12 @@ static int opf_parse_pattern(opf_parser *p, opf_pattern *pat) {
     }
     if (opf_accept(p, "]")) {
         return 1; /* a 0-d tensor */
+    }
+    if (!opf_parse_shape_func(p, row, pat)) {
+        return 0;
+    }
+    if (pat->func != OPF_SHAPE_NONE) {
+        return 1;
     }
     do {
         if (opf_accept(p, "...")) {
@@ -168,12 +248,13 @@ static int opf_parse_pattern(opf_parser *p, opf_pattern *pat) {
 /* The parsed tensors of a signature, with their patterns. */
 typedef struct opf_parsed {
     opf_pattern in[OPF_MAX_ARGS], out[OPF_MAX_ARGS];
+    int broadcast[OPF_MAX_ARGS]; /* inputs that broadcast together (named by broadcast(...) or sum_to(...)) */
 } opf_parsed;
 
 /* One tensor argument: name, dims, '?' and (inputs) '!'. */
-static int opf_parse_tensor(opf_parser *p, opf_arg_def *arg, opf_pattern *pat, int is_input) {
+static int opf_parse_tensor(opf_parser *p, const opf_op_def *row, opf_arg_def *arg, opf_pattern *pat, int is_input) {
     arg->name = opf_ident(p, is_input ? "an input name" : "an output name");
-    if (arg->name == NULL || !opf_parse_pattern(p, pat)) {
+    if (arg->name == NULL || !opf_parse_pattern(p, is_input ? NULL : row, pat)) {
         return 0;
     }
     if (pat->ellipsis) {
@@ -277,7 +358,7 @@ static int opf_parse_signature(opf_parser *p, opf_op_def *row, opf_parsed *parse
                 return opf_parse_fail(p, "more than %d inputs", OPF_MAX_ARGS);
             }
             int32_t i = row->num_inputs++;
-            if (!opf_parse_tensor(p, &row->inputs[i], &parsed->in[i], 1)) {
+            if (!opf_parse_tensor(p, row, &row->inputs[i], &parsed->in[i], 1)) {
                 return 0;
             }
         } while (opf_accept(p, ","));
@@ -295,7 +376,7 @@ static int opf_parse_signature(opf_parser *p, opf_op_def *row, opf_parsed *parse
                 return opf_parse_fail(p, "more than %d outputs", OPF_MAX_ARGS);
             }
             int32_t o = row->num_outputs++;
-            if (!opf_parse_tensor(p, &row->outputs[o], &parsed->out[o], 0)) {
+            if (!opf_parse_tensor(p, row, &row->outputs[o], &parsed->out[o], 0)) {
                 return 0;
             }
         } while (opf_accept(p, ","));
@@ -353,11 +434,13 @@ static int opf_find_symbol(const opf_op_def *row, const opf_parsed *parsed, int3
     return 0;
 }
 
-/* The reference input for "...": the first required input that has it. */
+/* The reference input for "...": the first required input that has it
+ * (inputs that broadcast are no reference: their dims are their own). */
 static int32_t opf_batch_input(const opf_op_def *row, const opf_parsed *parsed) {
     int32_t found = -1;
     for (int32_t i = row->num_inputs - 1; i >= 0; i--) {
-        if (parsed->in[i].ellipsis && (found < 0 || !(row->inputs[i].flags & OPF_ARG_OPTIONAL))) {
+        if (parsed->in[i].ellipsis && !parsed->broadcast[i] &&
+            (found < 0 || !(row->inputs[i].flags & OPF_ARG_OPTIONAL))) {
             found = i;
         }
     }
@@ -368,6 +451,17 @@ static int opf_input_checks(opf_parser *p, opf_op_def *row, const opf_parsed *pa
     int32_t batch = opf_batch_input(row, parsed);
     for (int32_t i = 0; i < row->num_inputs; i++) {
         const opf_pattern *pat = &parsed->in[i];
+        if (parsed->broadcast[i]) {
+            /* Inputs that broadcast: every pair broadcasts together (pairs
+             * suffice: each dim's sizes other than 1 are then all equal). */
+            for (int32_t j = 0; j < i; j++) {
+                if (parsed->broadcast[j] &&
+                    !opf_add_check(p, row, (opf_check){.kind = OPF_CHECK_BROADCAST, .a = j, .b = i})) {
+                    return 0;
+                }
+            }
+            continue;
+        }
         /* An input with exactly another input's dims: one same-shape check. */
         int32_t twin = -1;
         for (int32_t j = 0; j < i && twin < 0; j++) {
@@ -422,6 +516,17 @@ static int opf_output_rule(opf_parser *p, const opf_op_def *row, const opf_parse
                            opf_shape_rule *rule) {
     const opf_pattern *pat = &parsed->out[o];
     int32_t batch = opf_batch_input(row, parsed);
+    if (pat->func == OPF_SHAPE_SUM_TO) {
+        *rule = (opf_shape_rule){.kind = OPF_SHAPE_SUM_TO, .like = pat->refs[0]};
+        return 1;
+    }
+    if (pat->func == OPF_SHAPE_BROADCAST) {
+        *rule = (opf_shape_rule){.kind = OPF_SHAPE_BROADCAST, .rank = pat->num_refs};
+        for (int32_t k = 0; k < pat->num_refs; k++) {
+            rule->dims[k] = (opf_dim_ref){.input = pat->refs[k], .dim = 0};
+        }
+        return 1;
+    }
     if (pat->ellipsis) {
         if (batch < 0) {
             return opf_parse_fail(p, "output '%s' has '...' but no input has", row->outputs[o].name);
@@ -449,11 +554,56 @@ static int opf_output_rule(opf_parser *p, const opf_op_def *row, const opf_parse
     return 1;
 }
 
+/* Which inputs broadcast: those an output's broadcast(...) names and, on an
+ * elementwise row with such an output, all of them (its kernel runs over
+ * their broadcast). */
+static int opf_broadcast_inputs(opf_parser *p, const opf_op_def *row, opf_parsed *parsed, const opf_op_decl *decl) {
+    int any = 0;
+    for (int32_t o = 0; o < row->num_outputs; o++) {
+        const opf_pattern *pat = &parsed->out[o];
+        if (pat->func == OPF_SHAPE_NONE) {
+            continue;
+        }
+        any = 1;
+        const char *func = pat->func == OPF_SHAPE_SUM_TO ? "sum_to" : "broadcast";
+        if (decl->row != NULL || (pat->func == OPF_SHAPE_SUM_TO && decl->eltwise == NULL)) {
+            return opf_parse_fail(p, "output '%s': %s(...) is for %s", row->outputs[o].name, func,
+                                  pat->func == OPF_SHAPE_SUM_TO ? "elementwise ops"
+                                                                : "elementwise ops and compute functions");
+        }
+        for (int32_t k = 0; k < pat->num_refs; k++) {
+            parsed->broadcast[pat->refs[k]] = 1;
+        }
+        if (decl->eltwise != NULL && pat->func == OPF_SHAPE_BROADCAST && pat->num_refs != row->num_inputs) {
+            return opf_parse_fail(p, "output '%s' of an elementwise op is the broadcast of all its inputs: %s",
+                                  row->outputs[o].name, "name every input in broadcast(...)");
+        }
+    }
+    for (int32_t o = 0; any && decl->eltwise != NULL && o < row->num_outputs; o++) {
+        if (parsed->out[o].func == OPF_SHAPE_NONE) {
+            return opf_parse_fail(p,
+                                  "output '%s': an elementwise op whose inputs broadcast gives each output as "
+                                  "[broadcast(<all inputs>)] or [sum_to(<an input>)]",
+                                  row->outputs[o].name);
+        }
+    }
+    for (int32_t i = 0; i < row->num_inputs; i++) {
+        parsed->broadcast[i] |= any && decl->eltwise != NULL;
+        if (parsed->broadcast[i] && (parsed->in[i].ndims > 0 || !parsed->in[i].ellipsis)) {
+            return opf_parse_fail(p, "input '%s' broadcasts: it takes no dims", row->inputs[i].name);
+        }
+    }
+    return 1;
+}
+
 /* The row's kind (elementwise, row-wise, raw) and what each kind requires. */
-static int opf_kind_rules(opf_parser *p, opf_op_def *row, const opf_parsed *parsed, const opf_op_decl *decl) {
+static int opf_kind_rules(opf_parser *p, opf_op_def *row, opf_parsed *parsed, const opf_op_decl *decl) {
     int kinds = (decl->eltwise != NULL) + (decl->row != NULL) + (decl->compute != NULL);
     if (kinds != 1) {
         return opf_parse_fail(p, "needs exactly one of eltwise, row and compute (it has %d)", kinds);
+    }
+    if (!opf_broadcast_inputs(p, row, parsed, decl)) {
+        return 0;
     }
     int32_t mutated = 0;
     for (int32_t i = 0; i < row->num_inputs; i++) {
@@ -477,8 +627,12 @@ static int opf_kind_rules(opf_parser *p, opf_op_def *row, const opf_parsed *pars
             }
         }
         for (int32_t o = 0; o < row->num_outputs; o++) {
-            if (parsed->out[o].ndims > 0 || !parsed->out[o].ellipsis || (row->outputs[o].flags & OPF_ARG_OPTIONAL)) {
-                return opf_parse_fail(p, "output '%s' of an elementwise op takes no dims and is not optional",
+            const opf_pattern *pat = &parsed->out[o];
+            if ((pat->func == OPF_SHAPE_NONE && (pat->ndims > 0 || !pat->ellipsis)) ||
+                (row->outputs[o].flags & OPF_ARG_OPTIONAL)) {
+                return opf_parse_fail(p,
+                                      "output '%s' of an elementwise op takes no dims (or a shape function) and is "
+                                      "not optional",
                                       row->outputs[o].name);
             }
         }
@@ -496,22 +650,21 @@ static int opf_kind_rules(opf_parser *p, opf_op_def *row, const opf_parsed *pars
         if (mutated > 0) {
             return opf_parse_fail(p, "a row-wise op writes its outputs, not its inputs");
         }
-        for (int32_t o = 0; o < row->num_outputs; o++) {
-            if (!parsed->out[o].ellipsis) {
-                return opf_parse_fail(p, "output '%s' of a row-wise op needs '...' (one row per input row)",
-                                      row->outputs[o].name);
-            }
-        }
+        /* An output without "..." is a sum over the rows (the row engine's
+         * accumulators); one with "..." has a row per row. */
         row->row = k;
     } else {
         row->compute = decl->compute;
     }
     row->compute_cuda = decl->compute_cuda;
 #ifdef OPF_HAVE_CUDA
-    /* An authored elementwise kernel compiled by nvcc: the row runs its CUDA
-     * build (opf_op_run_cuda), and says so to the adapters. */
+    /* An authored elementwise or row kernel compiled by nvcc: the row runs
+     * its CUDA build (opf_op_run_cuda), and says so to the adapters. */
     if (row->compute_cuda == NULL && row->eltwise != NULL && row->eltwise->cuda != NULL) {
         row->compute_cuda = opf_cuda_eltwise_compute;
+    }
+    if (row->compute_cuda == NULL && row->row != NULL && row->row->cuda != NULL) {
+        row->compute_cuda = opf_cuda_row_compute;
     }
 #endif
     return 1;
@@ -754,6 +907,14 @@ static opf_status opf_resolve_row(opf_resolved *r, const opf_ops_decl *decl, int
                                : row->attrs[i - row->num_inputs - row->num_outputs].name;
         if (!opf_is_identifier(name)) {
             ok = opf_parse_fail(&p, "name '%s' must be lower_snake_case", name);
+        }
+    }
+    /* Optional inputs come last: frameworks take arguments with defaults
+     * after those without (a torch schema refuses "x?, y"). */
+    for (int32_t i = 1; ok && i < row->num_inputs; i++) {
+        if ((row->inputs[i - 1].flags & OPF_ARG_OPTIONAL) && !(row->inputs[i].flags & OPF_ARG_OPTIONAL)) {
+            ok = opf_parse_fail(&p, "required input '%s' follows optional input '%s' (optional inputs come last)",
+                                row->inputs[i].name, row->inputs[i - 1].name);
         }
     }
     ok = ok && opf_kind_rules(&p, row, parsed, d) && opf_input_checks(&p, row, parsed);

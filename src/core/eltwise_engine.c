@@ -1,6 +1,13 @@
 /*
  * eltwise_engine.c — runs an authored elementwise kernel over tensor views.
  *
+ * The iteration space is the broadcast of the inputs (a row that broadcasts,
+ * "y[broadcast(a, b)]"): inputs of another shape are walked as views with
+ * zero strides along the dims they broadcast, and an output summed to an
+ * input's shape ("y[sum_to(a)]") is the kernel's result accumulated over the
+ * dims it lacks (the reduction path at the end of this file). Same-shape
+ * calls never see any of it.
+ *
  * Contiguous operands (the common case) go straight to the kernel in large
  * chunks, one per thread. Strided operands are walked row by row after
  * merging dims that every operand walks contiguously; rows whose operands
@@ -12,6 +19,8 @@
  * chunks never changes which kernel computes an element, so results do not
  * depend on the thread count.
  */
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engines.h"
@@ -24,7 +33,8 @@ enum {
     OPF_EW_STREAM_BLOCK = 4096,         /* bytes per output block computed in L1, then streamed */
     OPF_EW_OPERANDS = 2 * OPF_MAX_ARGS, /* inputs then outputs */
     OPF_EW_GRAIN = 1 << 16,             /* elements per chunk at least: a thread's start costs ~10 us */
-    OPF_EW_BLOCK = 256                  /* elements per gathered block */
+    OPF_EW_BLOCK = 256,                 /* elements per gathered block */
+    OPF_EW_RBLOCK = 1024                /* elements per tile of the reduction path */
 };
 
 typedef struct opf_ew_job {
@@ -87,6 +97,51 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* n elements of `elem` bytes from `stride` elements apart into dst; a zero
+ * stride (a broadcast input) fills dst with one value. Loops of a constant
+ * count, which the compiler vectorizes at -O2. */
+#define OPF_EW_GATHER(T)                                                                                               \
+    do {                                                                                                               \
+        const T *s = (const T *)src;                                                                                   \
+        T *d = (T *)dst, v = s[0];                                                                                     \
+        int64_t i = 0;                                                                                                 \
+        if (stride == 0) {                                                                                             \
+            for (; i + 16 <= n; i += 16) {                                                                             \
+                for (int j = 0; j < 16; j++) {                                                                         \
+                    d[i + j] = v;                                                                                      \
+                }                                                                                                      \
+            }                                                                                                          \
+            for (; i < n; i++) {                                                                                       \
+                d[i] = v;                                                                                              \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            for (; i < n; i++) {                                                                                       \
+                d[i] = s[i * stride];                                                                                  \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+
+static void opf_ew_gather(size_t elem, int64_t n, const char *src, int64_t stride, char *dst) {
+    if (elem == sizeof(float)) {
+        OPF_EW_GATHER(float);
+    } else {
+        OPF_EW_GATHER(double);
+    }
+}
+
+/* n contiguous elements of src to `stride` elements apart from dst. */
+static void opf_ew_scatter(size_t elem, int64_t n, const char *src, char *dst, int64_t stride) {
+    if (elem == sizeof(float)) {
+        for (int64_t i = 0; i < n; i++) {
+            ((float *)dst)[i * stride] = ((const float *)src)[i];
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        ((double *)dst)[i * stride] = ((const double *)src)[i];
+    }
+}
+
 /* One run of `n` elements of the innermost dim from the given pointers. */
 static void opf_ew_row(const opf_ew_job *job, int64_t n, char *const *start) {
     const int32_t last = job->rank - 1, count = job->num_in + job->num_out;
@@ -103,16 +158,15 @@ static void opf_ew_row(const opf_ew_job *job, int64_t n, char *const *start) {
                 continue;
             }
             ptr[k] = buf[k];
-            for (int64_t i = 0; k < job->num_in && i < len; i++) { /* gather an input */
-                memcpy(buf[k] + i * elem, at + i * stride * elem, job->elem);
+            if (k < job->num_in) {
+                opf_ew_gather(job->elem, len, at, stride, buf[k]);
             }
         }
         opf_ew_call(job, len, ptr);
         for (int32_t k = job->num_in; k < count; k++) { /* scatter the outputs */
             int64_t stride = job->strides[k][last];
-            char *at = start[k] + done * stride * elem;
-            for (int64_t i = 0; stride != 1 && i < len; i++) {
-                memcpy(at + i * stride * elem, buf[k] + i * elem, job->elem);
+            if (stride != 1) {
+                opf_ew_scatter(job->elem, len, buf[k], start[k] + done * stride * elem, stride);
             }
         }
     }
@@ -150,11 +204,13 @@ static void opf_ew_strided(void *ctx, int64_t begin, int64_t end) {
 
 static int64_t opf_abs64(int64_t v) { return v < 0 ? -v : v; }
 
-/* The iteration order: dims of size > 1, outermost first, by the first
- * output's strides (largest first), then the first input's on ties, so that
- * the output is written in memory order, as NumPy's iterator does. */
-static int32_t opf_ew_order(const opf_tensor *const *operands, int32_t out, int32_t *order) {
-    const opf_tensor *y = operands[out], *x = operands[0];
+/* The iteration order: dims of size > 1, outermost first, by the strides of
+ * operand `ref` (largest first), then operand `tie`'s on ties. The engine
+ * orders by the first output and the first input, so that the output is
+ * written in memory order, as NumPy's iterator does; the reduction path by
+ * its most complete input, which it reads in memory order. */
+static int32_t opf_ew_order(const opf_tensor *const *operands, int32_t ref, int32_t tie, int32_t *order) {
+    const opf_tensor *y = operands[ref], *x = operands[tie];
     int32_t count = 0;
     for (int32_t d = 0; d < y->ndim; d++) {
         if (y->shape[d] == 1) {
@@ -176,13 +232,14 @@ static int32_t opf_ew_order(const opf_tensor *const *operands, int32_t out, int3
     return count;
 }
 
-/* Merges dims (in iteration order) that every operand walks contiguously;
- * leaves at least one dim. */
-static void opf_ew_layout(opf_ew_job *job, const opf_tensor *const *operands) {
+/* Merges dims (in the order of opf_ew_order(ref, tie)) that every operand
+ * walks contiguously; leaves at least one dim. Every operand has the
+ * iteration shape (a view, when the row broadcasts). */
+static void opf_ew_layout(opf_ew_job *job, const opf_tensor *const *operands, int32_t ref, int32_t tie) {
     const int32_t count = job->num_in + job->num_out;
-    const opf_tensor *y = operands[job->num_in];
+    const opf_tensor *y = operands[ref];
     int32_t order[OPF_MAX_RANK];
-    int32_t dims = opf_ew_order(operands, job->num_in, order);
+    int32_t dims = opf_ew_order(operands, ref, tie, order);
     job->rank = 0;
     for (int32_t i = 0; i < dims; i++) {
         int32_t d = order[i], r = job->rank;
@@ -209,6 +266,647 @@ static void opf_ew_layout(opf_ew_job *job, const opf_tensor *const *operands) {
     }
 }
 
+/* --- broadcasting ------------------------------------------------------------------------------------------------- */
+
+/* Whether every operand has operand 0's shape (the common case, tested first). */
+static int opf_ew_same_shapes(int32_t count, const opf_tensor *const *operands) {
+    const opf_tensor *t0 = operands[0];
+    for (int32_t k = 1; k < count; k++) {
+        const opf_tensor *t = operands[k];
+        if (t->ndim != t0->ndim ||
+            (t->shape != t0->shape && t->ndim > 0 && memcmp(t->shape, t0->shape, sizeof(int64_t) * (size_t)t->ndim))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int opf_eltwise_views(int32_t num_in, int32_t count, const opf_tensor **operands, opf_ew_views *v) {
+    if (opf_ew_same_shapes(count, operands)) {
+        return 0;
+    }
+    int32_t rank = 0;
+    for (int32_t k = 0; k < num_in; k++) {
+        rank = operands[k]->ndim > rank ? operands[k]->ndim : rank;
+    }
+    for (int32_t d = 0; d < rank; d++) {
+        v->shape[d] = 1;
+    }
+    /* The row's checks passed: along each dim the sizes other than 1 agree. */
+    for (int32_t k = 0; k < num_in; k++) {
+        const opf_tensor *t = operands[k];
+        for (int32_t d = 0; d < t->ndim; d++) {
+            if (t->shape[d] != 1) {
+                v->shape[rank - t->ndim + d] = t->shape[d];
+            }
+        }
+    }
+    int same = 1;
+    for (int32_t k = 0; k < count && same; k++) {
+        same = operands[k]->ndim == rank;
+        for (int32_t d = 0; same && d < rank; d++) {
+            same = operands[k]->shape[d] == v->shape[d];
+        }
+    }
+    if (same) {
+        return 0;
+    }
+    v->ndim = rank;
+    for (int32_t k = 0; k < count; k++) {
+        const opf_tensor *t = operands[k];
+        const int32_t lead = rank - t->ndim;
+        for (int32_t d = 0; d < rank; d++) {
+            v->strides[k][d] = d >= lead && t->shape[d - lead] == v->shape[d] ? opf_tensor_stride(t, d - lead) : 0;
+        }
+        v->t[k] = *t;
+        v->t[k].ndim = rank;
+        v->t[k].shape = v->shape;
+        v->t[k].strides = v->strides[k];
+        operands[k] = &v->t[k];
+    }
+    return 1;
+}
+
+/* Writes zeros over every element of a validated view. */
+static void opf_ew_zero(const opf_tensor *t) {
+    const int64_t n = opf_tensor_numel(t);
+    const size_t elem = opf_dtype_size(t->dtype);
+    int64_t index[OPF_MAX_RANK] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        for (int32_t d = 0; d < t->ndim; d++) {
+            off += index[d] * opf_tensor_stride(t, d);
+        }
+        memset(opf_tensor_base(t) + off * (int64_t)elem, 0, elem);
+        for (int32_t d = t->ndim - 1; d >= 0 && ++index[d] == t->shape[d]; d--) {
+            index[d] = 0;
+        }
+    }
+}
+
+/* --- the reduction path: outputs summed over broadcast dims --------------------------------------------------------
+ *
+ * The iteration space (merged, ordered by the most complete input) is cut
+ * along one dim into chunks whose number depends only on the shapes, never
+ * on the thread count. Each chunk runs the kernel a tile at a time (a block
+ * of the innermost dim, or, when that dim is short, as many of its rows as
+ * fill a block) and adds each summed output's tile into an accumulator of
+ * doubles (one per chunk, over the output's elements in the chunk): a
+ * float32 sum of many elements stays accurate. When the cut dim is one
+ * every summed output keeps, chunks own disjoint outputs and store their
+ * accumulators themselves; otherwise each chunk's accumulator is a partial
+ * sum of the whole output, and the partials are added in chunk order. Either
+ * way the result does not depend on the number of threads. */
+
+enum {
+    OPF_EW_MAX_CHUNKS = 64,      /* chunks of a reduction at most */
+    OPF_EW_MIN_SEGMENT = 512,    /* elements a chunk walks contiguously at least, when cut along an inner dim */
+    OPF_EW_PARTIAL_SHARE = 4,    /* partial sums take at most 1/4 of the elements the call reads */
+    OPF_EW_PARTIAL_MIN = 1 << 16 /* ... or this many, for small calls */
+};
+
+/* acc[r*acc_row + i*acc_col] += x[r*n + i] for r < rows, i < n: a tile of
+ * the kernel's output added into an accumulator. Written with vectors of 8
+ * doubles (GCC's and clang's vector extensions, which keep them in
+ * registers), one build per ISA level; every build adds in the same order,
+ * so they give the same bits. */
+typedef void (*opf_ew_acc_fn)(int64_t rows, int64_t n, const void *x, double *acc, int64_t acc_row, int64_t acc_col);
+
+typedef double opf_v8d __attribute__((vector_size(64)));
+typedef float opf_v8f __attribute__((vector_size(32)));
+
+/* dst = 8 elements at p, as doubles (macros: a function returning a vector
+ * would change the ABI between the ISA builds). */
+#define OPF_LOAD8_F32(dst, p)                                                                                          \
+    do {                                                                                                               \
+        opf_v8f opf__v;                                                                                                \
+        memcpy(&opf__v, (p), sizeof opf__v);                                                                           \
+        (dst) = __builtin_convertvector(opf__v, opf_v8d);                                                              \
+    } while (0)
+#define OPF_LOAD8_F64(dst, p) memcpy(&(dst), (p), sizeof(dst))
+
+/* The row sums of a tile: 32 partial sums in the dtype, over segments of
+ * at most 256 elements (float32 lanes add at most 8 elements each, then go
+ * to double), combined in a fixed order. */
+#define OPF_EW_ROWSUM_F32(sum, x, n, i)                                                                                \
+    do {                                                                                                               \
+        double opf__total = 0;                                                                                         \
+        while (i + 32 <= n) {                                                                                          \
+            const int64_t opf__stop = i + 256 < n ? i + 256 : n;                                                       \
+            opf_v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, v0, v1, v2, v3;                                            \
+            for (; i + 32 <= opf__stop; i += 32) {                                                                     \
+                memcpy(&v0, x + i, sizeof v0);                                                                         \
+                memcpy(&v1, x + i + 8, sizeof v1);                                                                     \
+                memcpy(&v2, x + i + 16, sizeof v2);                                                                    \
+                memcpy(&v3, x + i + 24, sizeof v3);                                                                    \
+                s0 += v0;                                                                                              \
+                s1 += v1;                                                                                              \
+                s2 += v2;                                                                                              \
+                s3 += v3;                                                                                              \
+            }                                                                                                          \
+            opf_v8d d0 = __builtin_convertvector(s0, opf_v8d) + __builtin_convertvector(s1, opf_v8d),                  \
+                    d1 = __builtin_convertvector(s2, opf_v8d) + __builtin_convertvector(s3, opf_v8d);                  \
+            d0 += d1;                                                                                                  \
+            opf__total += ((d0[0] + d0[4]) + (d0[2] + d0[6])) + ((d0[1] + d0[5]) + (d0[3] + d0[7]));                   \
+        }                                                                                                              \
+        sum = opf__total;                                                                                              \
+    } while (0)
+#define OPF_EW_ROWSUM_F64(sum, x, n, i)                                                                                \
+    do {                                                                                                               \
+        opf_v8d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, v0, v1, v2, v3;                                                \
+        for (; i + 32 <= n; i += 32) {                                                                                 \
+            memcpy(&v0, x + i, sizeof v0);                                                                             \
+            memcpy(&v1, x + i + 8, sizeof v1);                                                                         \
+            memcpy(&v2, x + i + 16, sizeof v2);                                                                        \
+            memcpy(&v3, x + i + 24, sizeof v3);                                                                        \
+            s0 += v0;                                                                                                  \
+            s1 += v1;                                                                                                  \
+            s2 += v2;                                                                                                  \
+            s3 += v3;                                                                                                  \
+        }                                                                                                              \
+        s0 = (s0 + s1) + (s2 + s3);                                                                                    \
+        sum = ((s0[0] + s0[4]) + (s0[2] + s0[6])) + ((s0[1] + s0[5]) + (s0[3] + s0[7]));                               \
+    } while (0)
+
+/* Every row of the tile into the same n accumulators (a sum over the rows'
+ * dim), the rows as the inner loop so that partial sums stay in registers;
+ * rows of fewer than 8 elements go through the flat tile in vectors of 8,
+ * period lcm(n, 8) / 8 of them. */
+#define OPF_EW_ACC_COLUMNS(T, load8)                                                                                   \
+    do {                                                                                                               \
+        opf_v8d v0, v1, w;                                                                                             \
+        int64_t i = 0;                                                                                                 \
+        if (n >= 8) {                                                                                                  \
+            for (; i + 8 <= n; i += 8) {                                                                               \
+                OPF_LOAD8_F64(v0, acc + i);                                                                            \
+                v1 = (opf_v8d){0};                                                                                     \
+                int64_t r = 0;                                                                                         \
+                for (; r + 2 <= rows; r += 2) {                                                                        \
+                    load8(w, x + r * n + i);                                                                           \
+                    v0 += w;                                                                                           \
+                    load8(w, x + (r + 1) * n + i);                                                                     \
+                    v1 += w;                                                                                           \
+                }                                                                                                      \
+                if (r < rows) {                                                                                        \
+                    load8(w, x + r * n + i);                                                                           \
+                    v0 += w;                                                                                           \
+                }                                                                                                      \
+                v0 += v1;                                                                                              \
+                memcpy(acc + i, &v0, sizeof v0);                                                                       \
+            }                                                                                                          \
+            for (; i < n; i++) {                                                                                       \
+                double sum = 0;                                                                                        \
+                for (int64_t r = 0; r < rows; r++) {                                                                   \
+                    sum += (double)x[r * n + i];                                                                       \
+                }                                                                                                      \
+                acc[i] += sum;                                                                                         \
+            }                                                                                                          \
+            return;                                                                                                    \
+        }                                                                                                              \
+        const int64_t total = rows * n, period = n == 1 || n == 2 || n == 4 ? 1 : n == 6 ? 3 : n;                      \
+        opf_v8d part[7] = {{0}};                                                                                       \
+        int64_t m = 0;                                                                                                 \
+        for (; i + 8 <= total; i += 8) {                                                                               \
+            load8(w, x + i);                                                                                           \
+            part[m] += w;                                                                                              \
+            m = m + 1 == period ? 0 : m + 1;                                                                           \
+        }                                                                                                              \
+        for (int64_t k = 0; k < period; k++) {                                                                         \
+            for (int j = 0; j < 8; j++) {                                                                              \
+                acc[(k * 8 + j) % n] += part[k][j];                                                                    \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (; i < total; i++) {                                                                                       \
+            acc[i % n] += (double)x[i];                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+#define OPF_EW_ACC_FN(name, T, load8, rowsum, target)                                                                  \
+    target static void name(int64_t rows, int64_t n, const void *xv, double *acc, int64_t acc_row, int64_t acc_col) {  \
+        const T *x = (const T *)xv;                                                                                    \
+        if (rows > 1 && acc_row == 0 && acc_col == 1) {                                                                \
+            OPF_EW_ACC_COLUMNS(T, load8);                                                                              \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int64_t r = 0; r < rows; r++, x += n) {                                                                   \
+            double *a = acc + r * acc_row;                                                                             \
+            int64_t i = 0;                                                                                             \
+            if (acc_col == 0) { /* summed along the row */                                                             \
+                double sum;                                                                                            \
+                rowsum(sum, x, n, i);                                                                                  \
+                for (; i < n; i++) {                                                                                   \
+                    sum += (double)x[i];                                                                               \
+                }                                                                                                      \
+                a[0] += sum;                                                                                           \
+                continue;                                                                                              \
+            }                                                                                                          \
+            for (; i + 8 <= n; i += 8) { /* kept: acc_col is 1 (the accumulator is compact) */                         \
+                opf_v8d v, w;                                                                                          \
+                OPF_LOAD8_F64(v, a + i);                                                                               \
+                load8(w, x + i);                                                                                       \
+                v += w;                                                                                                \
+                memcpy(a + i, &v, sizeof v);                                                                           \
+            }                                                                                                          \
+            for (; i < n; i++) {                                                                                       \
+                a[i] += (double)x[i];                                                                                  \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+OPF_EW_ACC_FN(opf_ew_acc_f32, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, )
+OPF_EW_ACC_FN(opf_ew_acc_f64, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, )
+OPF__X86(OPF_EW_ACC_FN(opf_ew_acc_f32_avx2, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX2)
+             OPF_EW_ACC_FN(opf_ew_acc_f64_avx2, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX2)
+                 OPF_EW_ACC_FN(opf_ew_acc_f32_avx512, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX512)
+                     OPF_EW_ACC_FN(opf_ew_acc_f64_avx512, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX512))
+
+static opf_ew_acc_fn opf_ew_acc_variant(size_t elem) {
+    static const opf_ew_acc_fn f32[OPF_NUM_VARIANTS] =
+        OPF__VARIANTS(opf_ew_acc_f32, OPF__X86(opf_ew_acc_f32_avx2), OPF__X86(opf_ew_acc_f32_avx512));
+    static const opf_ew_acc_fn f64[OPF_NUM_VARIANTS] =
+        OPF__VARIANTS(opf_ew_acc_f64, OPF__X86(opf_ew_acc_f64_avx2), OPF__X86(opf_ew_acc_f64_avx512));
+    const opf_ew_acc_fn *fns = elem == sizeof(float) ? f32 : f64;
+    for (int v = opf_kernel_variant_in_use(); v > 0; v--) {
+        if (fns[v] != NULL) {
+            return fns[v];
+        }
+    }
+    return fns[0];
+}
+
+/* dst[0 .. n) = *src: the buffer of an input broadcast over a whole tile
+ * (vectors of 64 bytes, one build per ISA). */
+typedef void (*opf_ew_fill_fn)(int64_t n, const void *src, void *dst);
+
+typedef float opf_v16f __attribute__((vector_size(64)));
+
+#define OPF_EW_FILL_FN(name, T, V, lanes, target)                                                                      \
+    target static void name(int64_t n, const void *src, void *dst) {                                                   \
+        const T v = *(const T *)src;                                                                                   \
+        T *d = (T *)dst;                                                                                               \
+        V vv = (V){0} + v;                                                                                             \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            memcpy(d + i, &vv, sizeof vv);                                                                             \
+        }                                                                                                              \
+        for (; i < n; i++) {                                                                                           \
+            d[i] = v;                                                                                                  \
+        }                                                                                                              \
+    }
+OPF_EW_FILL_FN(opf_ew_fill_f32, float, opf_v16f, 16, )
+OPF_EW_FILL_FN(opf_ew_fill_f64, double, opf_v8d, 8, )
+OPF__X86(OPF_EW_FILL_FN(opf_ew_fill_f32_avx2, float, opf_v16f, 16, OPF__TARGET_AVX2)
+             OPF_EW_FILL_FN(opf_ew_fill_f64_avx2, double, opf_v8d, 8, OPF__TARGET_AVX2)
+                 OPF_EW_FILL_FN(opf_ew_fill_f32_avx512, float, opf_v16f, 16, OPF__TARGET_AVX512)
+                     OPF_EW_FILL_FN(opf_ew_fill_f64_avx512, double, opf_v8d, 8, OPF__TARGET_AVX512))
+
+static opf_ew_fill_fn opf_ew_fill_variant(size_t elem) {
+    static const opf_ew_fill_fn f32[OPF_NUM_VARIANTS] =
+        OPF__VARIANTS(opf_ew_fill_f32, OPF__X86(opf_ew_fill_f32_avx2), OPF__X86(opf_ew_fill_f32_avx512));
+    static const opf_ew_fill_fn f64[OPF_NUM_VARIANTS] =
+        OPF__VARIANTS(opf_ew_fill_f64, OPF__X86(opf_ew_fill_f64_avx2), OPF__X86(opf_ew_fill_f64_avx512));
+    const opf_ew_fill_fn *fns = elem == sizeof(float) ? f32 : f64;
+    for (int v = opf_kernel_variant_in_use(); v > 0; v--) {
+        if (fns[v] != NULL) {
+            return fns[v];
+        }
+    }
+    return fns[0];
+}
+
+typedef struct opf_ew_reduce {
+    const opf_ew_job *job;
+    opf_ew_acc_fn acc_fn;
+    opf_ew_fill_fn fill_fn;
+    int32_t split;     /* the dim cut into chunks */
+    int64_t per_chunk; /* of the split dim per chunk */
+    int partial;       /* accumulators are partial sums of whole outputs */
+    int64_t tile_rows; /* rows of the next-to-innermost dim per tile (1: blocks of the innermost) */
+    int summed[OPF_MAX_ARGS];
+    int64_t acc_stride[OPF_MAX_ARGS][OPF_MAX_RANK]; /* per summed output: compact strides over its kept dims */
+    int64_t acc_size[OPF_MAX_ARGS];                 /* elements of one chunk's accumulator */
+    double *acc[OPF_MAX_ARGS];                      /* one accumulator per chunk */
+    atomic_int failed;                              /* a range could not get its tile buffers */
+} opf_ew_reduce;
+
+/* A chunk's buffers for its tiles: one per operand, and for each input the
+ * tile its buffer holds (a tile's values depend only on where it starts and
+ * its size: an input broadcast along the walk comes back to the same tiles,
+ * which are then gathered once). */
+typedef struct opf_ew_tile_bufs {
+    char *buf[OPF_EW_OPERANDS]; /* OPF_EW_RBLOCK elements each, 64-byte aligned */
+    const char *filled[OPF_MAX_ARGS];
+    int64_t filled_rows[OPF_MAX_ARGS], filled_n[OPF_MAX_ARGS];
+} opf_ew_tile_bufs;
+
+/* One tile: `rows` runs (along dim rank-2) of n elements (along dim
+ * rank-1), rows * n <= OPF_EW_RBLOCK; start[k] is operand k's first element,
+ * acc[j] summed output j's first accumulator element. */
+static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int64_t rows, int64_t n, char *const *start,
+                               double *const *acc) {
+    const opf_ew_job *job = r->job;
+    const int32_t last = job->rank - 1, count = job->num_in + job->num_out;
+    const int64_t elem = (int64_t)job->elem;
+    char *const *buf = b->buf;
+    char *ptr[OPF_EW_OPERANDS];
+    for (int32_t k = 0; k < count; k++) {
+        const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
+        const int summed = k >= job->num_in && r->summed[k - job->num_in];
+        ptr[k] = col == 1 && row == n && !summed ? start[k] : buf[k];
+        if (k >= job->num_in || ptr[k] != buf[k] ||
+            (b->filled[k] == start[k] && b->filled_rows[k] == rows && b->filled_n[k] == n)) {
+            continue;
+        }
+        b->filled[k] = start[k];
+        b->filled_rows[k] = rows;
+        b->filled_n[k] = n;
+        if (col == 0 && (row == 0 || rows == 1)) { /* one value */
+            r->fill_fn(rows * n, start[k], buf[k]);
+            continue;
+        }
+        for (int64_t i = 0; i < rows; i++) {
+            char *to = buf[k] + i * n * elem;
+            if (row == 0 && i > 0) { /* the same row again */
+                memcpy(to, buf[k], (size_t)(n * elem));
+            } else if (col == 1) {
+                memcpy(to, start[k] + i * row * elem, (size_t)(n * elem));
+            } else {
+                opf_ew_gather(job->elem, n, start[k] + i * row * elem, col, to);
+            }
+        }
+    }
+    opf_ew_call(job, rows * n, ptr);
+    for (int32_t j = 0; j < job->num_out; j++) {
+        const int32_t k = job->num_in + j;
+        if (r->summed[j]) {
+            r->acc_fn(rows, n, buf[k], acc[j], rows > 1 ? r->acc_stride[j][last - 1] : 0, r->acc_stride[j][last]);
+        } else if (ptr[k] == buf[k]) {
+            const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
+            for (int64_t i = 0; i < rows; i++) {
+                opf_ew_scatter(job->elem, n, buf[k] + i * n * elem, start[k] + i * row * elem, col);
+            }
+        }
+    }
+}
+
+/* The box of chunk c: lo[d] .. hi[d] along each dim. */
+static void opf_ew_chunk_box(const opf_ew_reduce *r, int64_t c, int64_t *lo, int64_t *hi) {
+    const opf_ew_job *job = r->job;
+    for (int32_t d = 0; d < job->rank; d++) {
+        lo[d] = 0;
+        hi[d] = job->shape[d];
+    }
+    lo[r->split] = c * r->per_chunk;
+    hi[r->split] =
+        lo[r->split] + r->per_chunk < job->shape[r->split] ? lo[r->split] + r->per_chunk : job->shape[r->split];
+}
+
+/* Converts accumulator `acc` of summed output j (covering the box lo .. hi;
+ * its element of index i at (i - base) . acc_stride) into the output: a loop
+ * along the innermost dim j keeps, in an odometer over the others. */
+static void opf_ew_store(const opf_ew_reduce *r, int32_t j, const double *acc, const int64_t *lo, const int64_t *hi,
+                         const int64_t *base) {
+    const opf_ew_job *job = r->job;
+    const int32_t k = job->num_in + j, rank = job->rank;
+    int64_t idx[OPF_MAX_RANK], top[OPF_MAX_RANK];
+    int32_t inner = -1;
+    for (int32_t d = 0; d < rank; d++) {
+        idx[d] = lo[d];
+        top[d] = r->acc_stride[j][d] != 0 ? hi[d] : lo[d] + 1; /* a summed dim: its first index only */
+        inner = r->acc_stride[j][d] != 0 ? d : inner;
+    }
+    const int64_t len = inner >= 0 ? top[inner] - lo[inner] : 1;
+    const int64_t os = inner >= 0 ? job->strides[k][inner] : 0, as = inner >= 0 ? r->acc_stride[j][inner] : 0;
+    for (;;) {
+        int64_t off = 0, at = 0;
+        for (int32_t d = 0; d < rank; d++) {
+            off += idx[d] * job->strides[k][d];
+            at += (idx[d] - base[d]) * r->acc_stride[j][d];
+        }
+        char *out = job->base[k] + off * (int64_t)job->elem;
+        if (job->elem == sizeof(float)) {
+            for (int64_t i = 0; i < len; i++) {
+                ((float *)out)[i * os] = (float)acc[at + i * as];
+            }
+        } else {
+            for (int64_t i = 0; i < len; i++) {
+                ((double *)out)[i * os] = acc[at + i * as];
+            }
+        }
+        int32_t d = inner >= 0 ? inner - 1 : rank - 1;
+        while (d >= 0 && ++idx[d] == top[d]) {
+            idx[d] = lo[d];
+            d--;
+        }
+        if (d < 0) {
+            return;
+        }
+    }
+}
+
+static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c, char *scratch) {
+    const opf_ew_job *job = r->job;
+    const int32_t last = job->rank - 1, count = job->num_in + job->num_out;
+    /* Tiles of tile_rows rows of dim `last - 1` (when > 1), else blocks of `last`. */
+    const int32_t outer = r->tile_rows > 1 ? last - 1 : last;
+    int64_t lo[OPF_MAX_RANK], hi[OPF_MAX_RANK], base[OPF_MAX_RANK] = {0}, idx[OPF_MAX_RANK];
+    opf_ew_chunk_box(r, c, lo, hi);
+    if (!r->partial) {
+        base[r->split] = lo[r->split]; /* the chunk's own accumulator starts at its box */
+    }
+    double *acc[OPF_MAX_ARGS];
+    for (int32_t j = 0; j < job->num_out; j++) {
+        acc[j] = r->summed[j] ? r->acc[j] + c * r->acc_size[j] : NULL;
+        if (acc[j] != NULL) {
+            memset(acc[j], 0, sizeof(double) * (size_t)r->acc_size[j]);
+        }
+    }
+    for (int32_t d = 0; d < job->rank; d++) {
+        idx[d] = lo[d];
+    }
+    const int64_t n = hi[last] - lo[last];
+    opf_ew_tile_bufs bufs;
+    memset(&bufs, 0, sizeof bufs);
+    for (int32_t k = 0; k < count; k++) {
+        bufs.buf[k] = scratch + (size_t)k * OPF_EW_RBLOCK * sizeof(double);
+    }
+    for (int32_t d = 0; n > 0 && hi[outer] > lo[outer];) {
+        /* The tiles from idx: rows of dim `outer` (1 when outer is `last`). */
+        const int64_t rows =
+            outer < last ? (hi[outer] - idx[outer] < r->tile_rows ? hi[outer] - idx[outer] : r->tile_rows) : 1;
+        char *ptr[OPF_EW_OPERANDS];
+        double *at[OPF_MAX_ARGS];
+        for (int32_t k = 0; k < count; k++) {
+            int64_t off = 0;
+            for (d = 0; d <= last; d++) {
+                off += idx[d] * job->strides[k][d];
+            }
+            ptr[k] = job->base[k] + off * (int64_t)job->elem;
+        }
+        for (int32_t j = 0; j < job->num_out; j++) {
+            int64_t off = 0;
+            for (d = 0; acc[j] != NULL && d <= last; d++) {
+                off += (idx[d] - base[d]) * r->acc_stride[j][d];
+            }
+            at[j] = acc[j] != NULL ? acc[j] + off : NULL;
+        }
+        for (int64_t done = 0; done < n; done += OPF_EW_RBLOCK) { /* blocks of `last` (one when rows > 1) */
+            const int64_t len = n - done < OPF_EW_RBLOCK ? n - done : OPF_EW_RBLOCK;
+            char *p[OPF_EW_OPERANDS];
+            double *a[OPF_MAX_ARGS];
+            for (int32_t k = 0; k < count; k++) {
+                p[k] = ptr[k] + done * job->strides[k][last] * (int64_t)job->elem;
+            }
+            for (int32_t j = 0; j < job->num_out; j++) {
+                a[j] = at[j] != NULL ? at[j] + done * r->acc_stride[j][last] : NULL;
+            }
+            opf_ew_reduce_tile(r, &bufs, rows, len, p, a);
+        }
+        /* The next tile: dim `last` is done; rows of `outer` were taken at once. */
+        idx[outer] += outer < last ? rows - 1 : 0;
+        for (d = last - 1; d >= 0 && ++idx[d] >= hi[d]; d--) {
+            idx[d] = lo[d];
+        }
+        if (d < 0) {
+            break;
+        }
+    }
+    for (int32_t j = 0; !r->partial && j < job->num_out; j++) {
+        if (r->summed[j]) {
+            opf_ew_store(r, j, acc[j], lo, hi, base);
+        }
+    }
+}
+
+/* A range of chunks, with tile buffers of its own (on the heap: several
+ * tiles of OPF_EW_RBLOCK elements are more than a thread's stack should hold). */
+static void opf_ew_reduce_range(void *ctx, int64_t begin, int64_t end) {
+    opf_ew_reduce *r = ctx;
+    const size_t bytes = (size_t)(r->job->num_in + r->job->num_out) * OPF_EW_RBLOCK * sizeof(double);
+    char *scratch = aligned_alloc(64, bytes);
+    if (scratch == NULL) {
+        atomic_store(&r->failed, 1);
+        return;
+    }
+    for (int64_t c = begin; c < end; c++) {
+        opf_ew_reduce_chunk(r, c, scratch);
+    }
+    free(scratch);
+}
+
+/* The input walked in memory order: the one that broadcasts along the
+ * fewest dims (the first of those). */
+static int32_t opf_ew_reference(const opf_ew_job *job, const opf_tensor *const *operands) {
+    int32_t best = 0, best_zeros = OPF_MAX_RANK + 1;
+    for (int32_t k = 0; k < job->num_in; k++) {
+        int32_t zeros = 0;
+        for (int32_t d = 0; d < operands[k]->ndim; d++) {
+            zeros += operands[k]->shape[d] > 1 && opf_tensor_stride(operands[k], d) == 0;
+        }
+        if (zeros < best_zeros) {
+            best = k;
+            best_zeros = zeros;
+        }
+    }
+    return best;
+}
+
+/* Runs a call whose views sum some outputs (job->fn, elem, attrs, base set). */
+static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *operands, int64_t n) {
+    opf_ew_reduce r = {.job = job};
+    int32_t first_summed = -1;
+    for (int32_t j = 0; j < job->num_out; j++) {
+        const opf_tensor *y = operands[job->num_in + j];
+        for (int32_t d = 0; d < y->ndim; d++) {
+            r.summed[j] |= y->shape[d] > 1 && opf_tensor_stride(y, d) == 0;
+        }
+        first_summed = first_summed < 0 && r.summed[j] ? j : first_summed;
+    }
+    opf_ew_layout(job, operands, opf_ew_reference(job, operands), job->num_in + first_summed);
+    const int32_t rank = job->rank;
+    r.acc_fn = opf_ew_acc_variant(job->elem);
+    r.fill_fn = opf_ew_fill_variant(job->elem);
+    r.tile_rows = rank > 1 && job->shape[rank - 1] < OPF_EW_RBLOCK / 2 ? OPF_EW_RBLOCK / job->shape[rank - 1] : 1;
+    /* Where to cut: the outermost dim every summed output keeps, if its
+     * chunks are long enough; else partial sums along dim 0. */
+    int64_t want = (n + OPF_EW_GRAIN - 1) / OPF_EW_GRAIN;
+    want = want < OPF_EW_MAX_CHUNKS ? want : OPF_EW_MAX_CHUNKS;
+    int64_t out_elems = 0, inner = n, chunks = 1;
+    r.split = -1;
+    for (int32_t d = 0; d < rank && r.split < 0; d++) {
+        inner /= job->shape[d];
+        int kept = 1;
+        for (int32_t j = 0; j < job->num_out; j++) {
+            kept = kept && (!r.summed[j] || job->strides[job->num_in + j][d] != 0);
+        }
+        chunks = want < job->shape[d] ? want : job->shape[d];
+        if (kept && (d == 0 || (job->shape[d] + chunks - 1) / chunks * inner >= OPF_EW_MIN_SEGMENT)) {
+            r.split = d;
+        }
+    }
+    if (r.split < 0) {
+        r.partial = 1;
+        r.split = 0;
+        chunks = want < job->shape[0] ? want : job->shape[0];
+    }
+    r.per_chunk = (job->shape[r.split] + chunks - 1) / chunks;
+    chunks = (job->shape[r.split] + r.per_chunk - 1) / r.per_chunk;
+    /* Each summed output's accumulator: compact over the dims it keeps (the
+     * cut dim: a chunk's share of it, unless partial). */
+    for (int32_t j = 0; j < job->num_out; j++) {
+        int64_t size = 1;
+        for (int32_t d = rank - 1; r.summed[j] && d >= 0; d--) {
+            const int keeps = job->strides[job->num_in + j][d] != 0;
+            r.acc_stride[j][d] = keeps ? size : 0;
+            size *= keeps ? (d == r.split && !r.partial ? r.per_chunk : job->shape[d]) : 1;
+        }
+        r.acc_size[j] = r.summed[j] ? size : 0;
+        out_elems += r.acc_size[j];
+    }
+    if (r.partial) {
+        const int64_t budget =
+            n / OPF_EW_PARTIAL_SHARE > OPF_EW_PARTIAL_MIN ? n / OPF_EW_PARTIAL_SHARE : OPF_EW_PARTIAL_MIN;
+        while (chunks > 1 && chunks * out_elems > budget) {
+            chunks /= 2;
+        }
+        r.per_chunk = (job->shape[0] + chunks - 1) / chunks;
+        chunks = (job->shape[0] + r.per_chunk - 1) / r.per_chunk;
+    }
+    opf_status st = OPF_OK;
+    for (int32_t j = 0; j < job->num_out; j++) {
+        if (r.summed[j] && (r.acc[j] = malloc(sizeof(double) * (size_t)(chunks * r.acc_size[j]))) == NULL) {
+            st = opf_error(OPF_E_NOMEM, "out of memory for the sums of %lld elements",
+                           (long long)(chunks * r.acc_size[j]));
+        }
+    }
+    if (st == OPF_OK) {
+        opf_parallel_for(chunks, 1, opf_ew_reduce_range, &r);
+        if (atomic_load(&r.failed)) {
+            st = opf_error(OPF_E_NOMEM, "out of memory for the buffers of a sum");
+        }
+    }
+    if (st == OPF_OK && r.partial) {
+        /* The partial sums of each output, added in chunk order, then stored. */
+        int64_t lo[OPF_MAX_RANK] = {0}, base[OPF_MAX_RANK] = {0};
+        for (int32_t j = 0; j < job->num_out; j++) {
+            for (int64_t c = 1; r.summed[j] && c < chunks; c++) {
+                const double *part = r.acc[j] + c * r.acc_size[j];
+                for (int64_t i = 0; i < r.acc_size[j]; i++) {
+                    r.acc[j][i] += part[i];
+                }
+            }
+            if (r.summed[j]) {
+                opf_ew_store(&r, j, r.acc[j], lo, job->shape, base);
+            }
+        }
+    }
+    for (int32_t j = 0; j < job->num_out; j++) {
+        free(r.acc[j]);
+    }
+    return st;
+}
+
+/* --- the engine --------------------------------------------------------------------------------------------------- */
+
 opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const *inputs,
                                   const opf_tensor *const *outputs, const opf_attr_value *attrs) {
     const opf_eltwise_kernel *kernel = op->eltwise;
@@ -226,9 +924,26 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
             operands[job.num_in + job.num_out++] = inputs[i];
         }
     }
+    /* A row that broadcasts: every operand as a view of the iteration shape. */
+    opf_ew_views views;
+    int reduce = 0;
+    if (op->num_outputs > 0 && opf_eltwise_views(job.num_in, job.num_in + job.num_out, operands, &views)) {
+        for (int32_t j = 0; j < job.num_out; j++) {
+            const opf_tensor *y = operands[job.num_in + j];
+            for (int32_t d = 0; d < y->ndim; d++) {
+                reduce |= y->shape[d] > 1 && opf_tensor_stride(y, d) == 0;
+            }
+        }
+    }
     const opf_tensor *y = operands[job.num_in];
     int64_t n = opf_tensor_numel(y);
     if (n == 0) {
+        /* Nothing to compute; an output summed over an empty dim is zero. */
+        for (int32_t o = 0; o < op->num_outputs; o++) {
+            if (opf_tensor_numel(outputs[o]) > 0) {
+                opf_ew_zero(outputs[o]);
+            }
+        }
         return OPF_OK;
     }
     const opf_eltwise_fn *variants = y->dtype == OPF_F32 ? kernel->f32 : kernel->f64;
@@ -245,13 +960,16 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
         job.base[k] = opf_tensor_base(operands[k]);
         contiguous = contiguous && opf_tensor_is_contiguous(operands[k]);
     }
+    if (reduce) {
+        return opf_ew_reduce_run(&job, operands, n);
+    }
     if (contiguous) {
         job.stream_copy = opf_kernels_get()->stream_copy;
         int stream = job.stream_copy != NULL && (size_t)n * job.elem >= OPF_EW_STREAM_MIN_BYTES;
         opf_parallel_for(n, OPF_EW_GRAIN, stream ? opf_ew_streamed : opf_ew_contiguous, &job);
         return OPF_OK;
     }
-    opf_ew_layout(&job, operands);
+    opf_ew_layout(&job, operands, job.num_in, 0);
     opf_parallel_for(n, OPF_EW_GRAIN, opf_ew_strided, &job);
     return OPF_OK;
 }

@@ -12,8 +12,26 @@
 /* The variant of an authored kernel to run at the ISA level in use. */
 int opf_kernel_variant_in_use(void);
 
+/* A call's operands as views of its iteration shape (the broadcast of the
+ * inputs): rank, shape and per-operand strides (zero along broadcast dims). */
+typedef struct opf_ew_views {
+    int32_t ndim;
+    int64_t shape[OPF_MAX_RANK];
+    int64_t strides[2 * OPF_MAX_ARGS][OPF_MAX_RANK];
+    opf_tensor t[2 * OPF_MAX_ARGS];
+} opf_ew_views;
+
+/* Replaces operands[0 .. count) (the first num_in are the inputs, which the
+ * row's checks say broadcast together) by views of the broadcast of the
+ * inputs held in *v, and returns 1, unless they all have that shape already
+ * (0: operands untouched). An output then has zero strides along the dims
+ * it is summed over. */
+int opf_eltwise_views(int32_t num_in, int32_t count, const opf_tensor **operands, opf_ew_views *v);
+
 /* Runs op->eltwise elementwise: outputs[j] = f(inputs...) (or, for a row
- * without outputs, the inputs written in place). */
+ * without outputs, the inputs written in place) over the broadcast of the
+ * inputs; an output of a smaller shape (OPF_SHAPE_SUM_TO) gets the sum of
+ * f over the dims it lacks. */
 opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const *inputs,
                                   const opf_tensor *const *outputs, const opf_attr_value *attrs);
 

@@ -126,6 +126,20 @@ static opf_status opf_run_check(const opf_op_def *op, const opf_check *c, const 
         }
         return OPF_OK;
     }
+    case OPF_CHECK_BROADCAST: {
+        int32_t na = s->ndim[c->a], nb = s->ndim[c->b];
+        for (int32_t k = 1; k <= na && k <= nb; k++) {
+            int64_t da = s->dims[c->a][na - k], db = s->dims[c->b][nb - k];
+            if (!opf_dims_agree(da, db) && da != 1 && db != 1) {
+                return opf_fail(OPF_E_SHAPE, opf_label(op),
+                                "shape mismatch: %s is %s, %s is %s; they must broadcast together (dim -%d: %lld vs "
+                                "%lld)",
+                                a_name, opf_format_dims(na, s->dims[c->a], abuf), op->inputs[c->b].name,
+                                opf_format_dims(nb, s->dims[c->b], bbuf), (int)k, (long long)da, (long long)db);
+            }
+        }
+        return OPF_OK;
+    }
     case OPF_CHECK_NONE: break;
     }
     return opf_fail(OPF_E_INTERNAL, opf_label(op), "unknown shape check kind %d", (int)c->kind);
@@ -141,11 +155,70 @@ static opf_status opf_run_checks(const opf_op_def *op, const opf_shapes *s) {
     return OPF_OK;
 }
 
+/* The broadcast of the present inputs a rule names (NumPy's rules; -1, an
+ * unknown dim, stays unknown unless another input fixes it). Refuses shapes
+ * that do not broadcast, for a hand-written row without the checks. */
+static opf_status opf_broadcast_rule(const opf_op_def *op, const opf_shapes *s, int32_t output, int32_t *ndim,
+                                     int64_t *shape) {
+    const opf_shape_rule *rule = &op->output_shapes[output];
+    /* The common case first: inputs of one shape. */
+    const int32_t first = rule->dims[0].input, first_ndim = s->ndim[first];
+    int same = s->present[first];
+    for (int32_t k = 1; same && k < rule->rank; k++) {
+        const int32_t in = rule->dims[k].input;
+        same = s->present[in] && s->ndim[in] == first_ndim &&
+               (first_ndim == 0 || s->dims[in] == s->dims[first] ||
+                memcmp(s->dims[in], s->dims[first], sizeof(int64_t) * (size_t)first_ndim) == 0);
+    }
+    if (same) {
+        *ndim = first_ndim;
+        if (first_ndim > 0) {
+            memcpy(shape, s->dims[first], sizeof(int64_t) * (size_t)first_ndim);
+        }
+        return OPF_OK;
+    }
+    int32_t rank = -1;
+    for (int32_t k = 0; k < rule->rank; k++) {
+        int32_t in = rule->dims[k].input;
+        rank = s->present[in] && s->ndim[in] > rank ? s->ndim[in] : rank;
+    }
+    if (rank < 0) {
+        return opf_fail(OPF_E_INVALID, opf_label(op), "%s is the broadcast of inputs that are all absent",
+                        op->outputs[output].name);
+    }
+    for (int32_t d = 0; d < rank; d++) {
+        shape[d] = 1;
+    }
+    for (int32_t k = 0; k < rule->rank; k++) {
+        int32_t in = rule->dims[k].input, n = s->ndim[in];
+        for (int32_t d = 0; s->present[in] && d < n; d++) {
+            int64_t v = s->dims[in][d], *r = &shape[rank - n + d];
+            if (v == 1 || (v < 0 && *r >= 0 && *r != 1)) {
+                continue;
+            }
+            if (*r == 1 || *r < 0) {
+                *r = v;
+            } else if (*r != v) {
+                char buf[OPF_SHAPE_STR_CAPACITY], want[OPF_SHAPE_STR_CAPACITY];
+                return opf_fail(OPF_E_SHAPE, opf_label(op),
+                                "shape mismatch: %s is %s, which does not broadcast with %s (dim -%d: %lld vs %lld)",
+                                op->inputs[in].name, opf_format_dims(n, s->dims[in], buf),
+                                opf_format_dims(rank, shape, want), (int)(n - d), (long long)v, (long long)*r);
+            }
+        }
+    }
+    *ndim = rank;
+    return OPF_OK;
+}
+
 /* Output shape from the rule, after the checks have passed. */
 static opf_status opf_apply_rule(const opf_op_def *op, const opf_shapes *s, int32_t output, int32_t *ndim,
                                  int64_t *shape) {
     const opf_shape_rule *rule = &op->output_shapes[output];
-    if (rule->kind == OPF_SHAPE_LIKE) {
+    if (rule->kind == OPF_SHAPE_BROADCAST) {
+        return opf_broadcast_rule(op, s, output, ndim, shape);
+    }
+    if (rule->kind == OPF_SHAPE_LIKE || rule->kind == OPF_SHAPE_SUM_TO) {
         if (!s->present[rule->like]) {
             return opf_fail(OPF_E_INVALID, opf_label(op), "%s takes its shape from %s, which is absent",
                             op->outputs[output].name, op->inputs[rule->like].name);
@@ -307,6 +380,7 @@ typedef struct opf_alias_arg {
     const char *name;
     int written; /* an output or a mutated input */
     int output;
+    int summed; /* an output summed to an input's shape (OPF_SHAPE_SUM_TO): never in place */
 } opf_alias_arg;
 
 /* How `w` (written) relates to `x`, another argument: NULL when allowed, else
@@ -323,7 +397,7 @@ static const char *opf_alias_conflict(const opf_op_def *op, const opf_alias_arg 
     if (x->written) {
         return *unsure ? "may overlap" : "overlap";
     }
-    if (!(op->flags & OPF_OP_ELEMENTWISE)) {
+    if (!(op->flags & OPF_OP_ELEMENTWISE) || w->summed) {
         return *unsure ? "may overlap input" : "overlaps input";
     }
     if (opf_tensors_alias_exactly(w->t, x->t)) {
@@ -343,12 +417,14 @@ static opf_status opf_check_aliasing(const opf_op_def *op, const opf_tensor *con
     int32_t n = 0;
     for (int32_t i = 0; i < op->num_inputs; i++) {
         if (inputs[i] != NULL) {
-            args[n++] = (opf_alias_arg){inputs[i], op->inputs[i].name, (op->inputs[i].flags & OPF_ARG_MUTATED) != 0, 0};
+            args[n++] =
+                (opf_alias_arg){inputs[i], op->inputs[i].name, (op->inputs[i].flags & OPF_ARG_MUTATED) != 0, 0, 0};
         }
     }
     for (int32_t o = 0; o < op->num_outputs; o++) {
         if (outputs[o] != NULL) {
-            args[n++] = (opf_alias_arg){outputs[o], op->outputs[o].name, 1, 1};
+            args[n++] =
+                (opf_alias_arg){outputs[o], op->outputs[o].name, 1, 1, op->output_shapes[o].kind == OPF_SHAPE_SUM_TO};
         }
     }
     for (int32_t i = 0; i < n; i++) {
@@ -392,8 +468,10 @@ static opf_status opf_check_aliasing(const opf_op_def *op, const opf_tensor *con
             }
             return opf_fail(OPF_E_LAYOUT, opf_label(op), "%s%s %s %s%s; %s", w->name,
                             w->output ? "" : " (written in place)", conflict, x->name, why,
-                            op->flags & OPF_OP_ELEMENTWISE ? "in place is allowed only onto the same elements"
-                                                           : "this op cannot run in place");
+                            w->summed                        ? "an output summed over broadcast dims cannot be "
+                                                               "written in place"
+                            : op->flags & OPF_OP_ELEMENTWISE ? "in place is allowed only onto the same elements"
+                                                             : "this op cannot run in place");
         }
     }
     return OPF_OK;
@@ -502,14 +580,17 @@ opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs
     if (op == NULL) {
         return opf_fail(OPF_E_INVALID, "opf_op_run_cuda", "op is NULL");
     }
-    /* The row's own CUDA kernel, or else its eltwise kernel's CUDA build (a
-     * declared row names it by opf_cuda_eltwise_compute). */
-    int eltwise = 0;
+    /* The row's own CUDA kernel, or else its eltwise or row kernel's CUDA
+     * build (a declared row names it by opf_cuda_eltwise_compute or
+     * opf_cuda_row_compute). */
+    int eltwise = 0, rowwise = 0;
 #ifdef OPF_HAVE_CUDA
     eltwise = op->eltwise != NULL && op->eltwise->cuda != NULL &&
               (op->compute_cuda == NULL || op->compute_cuda == opf_cuda_eltwise_compute);
+    rowwise = !eltwise && op->row != NULL && op->row->cuda != NULL &&
+              (op->compute_cuda == NULL || op->compute_cuda == opf_cuda_row_compute);
 #endif
-    if (op->compute_cuda == NULL && !eltwise) {
+    if (op->compute_cuda == NULL && !eltwise && !rowwise) {
         return opf_fail(OPF_E_UNSUPPORTED, opf_label(op), "this op has no CUDA kernel%s",
                         opf_cuda_device_count() == 0 ? " (or this library was built without CUDA)" : "");
     }
@@ -517,8 +598,9 @@ opf_status opf_op_run_cuda(const opf_op_def *op, const opf_tensor *const *inputs
     opf_status st = opf_call_prepare(&call, op, inputs, outputs, attrs, OPF_DEVICE_CUDA);
     if (st == OPF_OK) {
 #ifdef OPF_HAVE_CUDA
-        st = eltwise ? opf_cuda_eltwise_run(opf_label(op), op, call.inputs, call.outputs, call.attrs, stream)
-                     : op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
+        st = eltwise   ? opf_cuda_eltwise_run(opf_label(op), op, call.inputs, call.outputs, call.attrs, stream)
+             : rowwise ? opf_cuda_row_run(opf_label(op), op, call.inputs, call.outputs, call.attrs, stream)
+                       : op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
 #else
         st = op->compute_cuda(call.inputs, call.outputs, call.attrs, stream);
 #endif

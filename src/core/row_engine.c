@@ -5,7 +5,16 @@
  * each index of those dims is one row, and the kernel sees that row of every
  * batched argument as contiguous memory. Rows already contiguous are passed
  * in place; others are gathered into scratch (inputs) or computed in scratch
- * and scattered back (outputs). Unbatched inputs ("w[M]") are passed whole,
+ * and scattered back (outputs). Rows of large outputs are computed in scratch
+ * too (in cache) and stored with non-temporal stores, as the elementwise
+ * engine stores its large outputs, while the next row's inputs are
+ * prefetched: memory reads one row while it writes the previous. That pays
+ * for a kernel that computes little per element (the row's time is its
+ * memory traffic); one that computes much (exponentials) does better with
+ * plain stores, which the core issues among its arithmetic. So each chunk of
+ * rows times its first rows' kernel calls and stores, and goes on streaming
+ * only where the kernel took less time than the stores. Results are the same
+ * either way. Unbatched inputs ("w[M]") are passed whole,
  * copied once when not contiguous. Rows are split over threads; each row is
  * computed by one kernel call, so results do not depend on the thread count.
  *
@@ -16,15 +25,27 @@
  * accumulators are added up in block order into the output. So these sums,
  * too, do not depend on the thread count.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engines.h"
 #include "error.h"
+#include "kernels.h"
 #include "tensor.h"
 #include "threadpool.h"
 
-enum { OPF_ROW_GRAIN_ELEMS = 1 << 15 }; /* elements per chunk at least */
+enum {
+    OPF_ROW_GRAIN_ELEMS = 1 << 15, /* elements per chunk at least */
+    OPF_ROW_MAX_BLOCKS = 64,       /* accumulators of an unbatched output, at most */
+    OPF_ROW_STREAM_MIN_ROW = 1024, /* bytes of a row of an output streamed past the caches, at least */
+    OPF_ROW_PROBE_ROWS = 16        /* rows of a chunk timed to decide whether streaming pays */
+};
+/* Outputs this large (all their rows) are streamed past the caches. */
+#define OPF_ROW_STREAM_MIN_BYTES ((int64_t)4 << 20)
+/* Bytes of accumulators of the unbatched outputs, at most (fewer blocks then). */
+#define OPF_ROW_ACC_BYTES ((size_t)64 << 20)
 
 /* One argument as the row loop walks it. */
 typedef struct opf_row_arg {
@@ -32,19 +53,29 @@ typedef struct opf_row_arg {
     char *base;
     int batched;
     int contiguous_rows; /* its rows are contiguous in memory */
+    int stream;          /* an output computed in scratch, then streamed to its contiguous row */
+    size_t scratch_at;   /* a row gathered or computed in scratch: its offset there (bytes) */
     int64_t len;         /* elements of a row (or of the whole tensor) */
     int32_t core;        /* dims after the batch dims */
+    size_t acc_at;       /* an unbatched output: its accumulator's offset in a block's (elements) */
 } opf_row_arg;
 
 typedef struct opf_row_job {
     opf_row_fn fn;
+    opf_copy_ukernel stream_copy;
+    int streaming; /* some output may be streamed */
     size_t elem;
     int32_t num_in, num_out;
     int32_t batch_rank;
     int64_t batch_shape[OPF_MAX_RANK];
     opf_row_arg args[2 * OPF_MAX_ARGS]; /* inputs, then outputs */
-    size_t scratch_elems;               /* per row, for every gathered argument */
+    size_t scratch_bytes;               /* a row of every argument in scratch, each 64-byte aligned */
     opf_attr_value attrs[OPF_MAX_ATTRS];
+    /* Unbatched outputs: rows per block, and the blocks' accumulators
+     * (acc_elems elements per block, one after the other). */
+    int64_t rows, block_rows;
+    size_t acc_elems;
+    char *acc;
     _Atomic int failed; /* a chunk could not allocate its scratch */
 } opf_row_job;
 
@@ -71,11 +102,81 @@ static void opf_row_copy(const opf_row_job *job, const opf_row_arg *a, int64_t o
     }
 }
 
-static void opf_row_chunk(void *ctx, int64_t begin, int64_t end) {
-    opf_row_job *job = ctx;
+/* A monotonic clock, for the streaming probe. */
+static double opf_row_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Offset (elements) of the row at `index` of batched argument a. */
+static int64_t opf_row_offset(const opf_row_job *job, const opf_row_arg *a, const int64_t *index) {
+    int64_t off = 0;
+    for (int32_t d = 0; d < job->batch_rank; d++) {
+        off += index[d] * opf_tensor_stride(a->t, d);
+    }
+    return off;
+}
+
+enum { OPF_ROW_STREAM_BLOCK = 2048 }; /* bytes streamed between two runs of prefetches */
+
+/* Stores the streamed outputs of a row (computed in scratch) with
+ * non-temporal stores and, meanwhile, prefetches the next row's contiguous
+ * batched inputs (index: the next row's; `next` 0 when there is none), so
+ * that memory reads the next row while it writes this one. */
+static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call, const int64_t *off,
+                               const int64_t *index, int next, int fence) {
+    const char *pf_at[OPF_MAX_ARGS];
+    size_t pf_left[OPF_MAX_ARGS], pf_total = 0, out_total = 0;
+    int32_t pf_count = 0;
+    for (int32_t k = 0; next && k < job->num_in; k++) {
+        const opf_row_arg *a = &job->args[k];
+        if (a->t != NULL && a->batched && a->contiguous_rows && a->len > 0) {
+            pf_at[pf_count] = a->base + opf_row_offset(job, a, index) * (int64_t)job->elem;
+            pf_left[pf_count] = (size_t)a->len * job->elem;
+            pf_total += pf_left[pf_count++];
+        }
+    }
+    for (int32_t k = job->num_in; k < job->num_in + job->num_out; k++) {
+        const opf_row_arg *a = &job->args[k];
+        out_total += a->t != NULL && a->stream ? (size_t)a->len * job->elem : 0;
+    }
+    int32_t pf = 0;
+    size_t out_done = 0, pf_done = 0;
+    for (int32_t k = job->num_in; k < job->num_in + job->num_out; k++) {
+        const opf_row_arg *a = &job->args[k];
+        if (a->t == NULL || !a->stream) {
+            continue;
+        }
+        const char *src = call->out[k - job->num_in];
+        char *dst = a->base + off[k] * (int64_t)job->elem;
+        const size_t bytes = (size_t)a->len * job->elem;
+        /* Blocks end on the destination's 64-byte lines: only the row's first
+         * and last lines take the copy's plain stores. */
+        const size_t head = (64 - ((uintptr_t)dst & 63)) & 63;
+        for (size_t at = 0, len; at < bytes; at += len) {
+            len = at == 0 && head > 0 ? head + OPF_ROW_STREAM_BLOCK : OPF_ROW_STREAM_BLOCK;
+            len = bytes - at < len ? bytes - at : len;
+            out_done += len;
+            job->stream_copy(len, src + at, dst + at, fence && out_done == out_total);
+            /* The share of the next row's inputs that goes with this block. */
+            const size_t pf_goal = (size_t)((double)pf_total * (double)out_done / (double)out_total);
+            for (; pf_done < pf_goal && pf < pf_count; pf_done += 64) {
+                __builtin_prefetch(pf_at[pf], 0, 2);
+                pf_at[pf] += 64;
+                pf_left[pf] = pf_left[pf] > 64 ? pf_left[pf] - 64 : 0;
+                pf += pf_left[pf] == 0;
+            }
+        }
+    }
+}
+
+/* Rows [begin, end); `acc` holds the accumulators of the unbatched outputs
+ * (NULL when there are none). */
+static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *acc) {
     const int32_t count = job->num_in + job->num_out;
-    char *scratch = job->scratch_elems > 0 ? malloc(job->scratch_elems * job->elem) : NULL;
-    if (job->scratch_elems > 0 && scratch == NULL) {
+    char *scratch = job->scratch_bytes > 0 ? aligned_alloc(64, job->scratch_bytes) : NULL;
+    if (job->scratch_bytes > 0 && scratch == NULL) {
         job->failed = 1;
         return;
     }
@@ -85,26 +186,52 @@ static void opf_row_chunk(void *ctx, int64_t begin, int64_t end) {
         rem /= job->batch_shape[d];
     }
     opf_row_args call = {.attrs = job->attrs};
+    /* The first rows streamed, timing the kernel and the stores apart; then
+     * streaming goes on only if the kernel took less time than the stores
+     * (see the top of the file). Not streaming, rows that start off a 64-byte
+     * line are then timed stored in place (straddling lines) and computed in
+     * scratch and copied, and the faster goes on. */
+    const int probing = job->streaming && end - begin >= 16 * OPF_ROW_PROBE_ROWS;
+    const int64_t probe_end = probing ? begin + OPF_ROW_PROBE_ROWS : begin;
+    int64_t realign_probe_end = probe_end;
+    int streaming = job->streaming, realigning = 0;
+    double kernel_time = 0, store_time = 0, window_start = 0, in_place_time = 0;
     for (int64_t r = begin; r < end; r++) {
         int64_t off[2 * OPF_MAX_ARGS];
-        char *free_at = scratch;
+        int streams = 0, realigned = 0;
+        if (r == probe_end && probing) {
+            streaming = kernel_time < store_time;
+            realign_probe_end = streaming ? probe_end : probe_end + 4 * OPF_ROW_PROBE_ROWS;
+            window_start = opf_row_seconds();
+        } else if (r < realign_probe_end && r == probe_end + 2 * OPF_ROW_PROBE_ROWS) {
+            const double now = opf_row_seconds();
+            in_place_time = now - window_start;
+            window_start = now;
+            realigning = 1;
+        } else if (r == realign_probe_end && realign_probe_end > probe_end) {
+            realigning = opf_row_seconds() - window_start < in_place_time;
+        }
+        const int timed = r < probe_end;
         for (int32_t k = 0; k < count; k++) {
             const opf_row_arg *a = &job->args[k];
             void *ptr = NULL;
             off[k] = 0;
             if (a->t != NULL && !a->batched) {
-                ptr = a->base;
+                ptr = k < job->num_in ? a->base : acc + a->acc_at * job->elem;
             } else if (a->t != NULL) {
-                for (int32_t d = 0; d < job->batch_rank; d++) {
-                    off[k] += index[d] * opf_tensor_stride(a->t, d);
-                }
-                if (a->contiguous_rows) {
-                    ptr = a->base + off[k] * (int64_t)job->elem;
+                off[k] = opf_row_offset(job, a, index);
+                streams |= a->stream && streaming;
+                char *row = a->base + off[k] * (int64_t)job->elem;
+                /* A row of an output not streamed that does not start on a
+                 * 64-byte line is computed in scratch and copied: the kernel's
+                 * vector stores would each straddle two lines (NumPy's arrays
+                 * start on 16 bytes). */
+                const int realign = realigning && a->stream && !streaming && ((uintptr_t)row & 63) != 0;
+                realigned |= realign;
+                if (a->contiguous_rows && !(a->stream && streaming) && !realign) {
+                    ptr = row;
                 } else {
-                    ptr = free_at;
-                    if (a->len > 0) { /* an empty row takes no scratch (which may be NULL) */
-                        free_at += (size_t)a->len * job->elem;
-                    }
+                    ptr = a->len > 0 ? scratch + a->scratch_at : NULL; /* an empty row takes no scratch */
                     if (k < job->num_in) {
                         opf_row_copy(job, a, off[k], ptr, 1);
                     }
@@ -118,33 +245,66 @@ static void opf_row_chunk(void *ctx, int64_t begin, int64_t end) {
                 call.out_len[k - job->num_in] = a->len;
             }
         }
+        const double t0 = timed ? opf_row_seconds() : 0;
         job->fn(&call);
-        for (int32_t k = job->num_in; k < count; k++) {
-            const opf_row_arg *a = &job->args[k];
-            if (a->t != NULL && !a->contiguous_rows) {
-                opf_row_copy(job, a, off[k], call.out[k - job->num_in], 0);
-            }
-        }
+        const double t1 = timed ? opf_row_seconds() : 0;
         for (int32_t d = job->batch_rank - 1; d >= 0 && ++index[d] == job->batch_shape[d]; d--) {
             index[d] = 0;
+        }
+        if (streams) {
+            /* (a fence after the probe's last streamed row too: streaming may stop there) */
+            opf_row_stream_out(job, &call, off, index, r + 1 < end, r + 1 == end || r + 1 == probe_end);
+        }
+        if (timed) {
+            kernel_time += t1 - t0;
+            store_time += opf_row_seconds() - t1;
+        }
+        for (int32_t k = job->num_in; realigned && k < count; k++) {
+            const opf_row_arg *a = &job->args[k];
+            if (a->t != NULL && a->stream && a->len > 0) {
+                memcpy(a->base + off[k] * (int64_t)job->elem, call.out[k - job->num_in], (size_t)a->len * job->elem);
+            }
+        }
+        for (int32_t k = job->num_in; k < count; k++) {
+            const opf_row_arg *a = &job->args[k];
+            if (a->t != NULL && a->batched && !a->contiguous_rows) {
+                opf_row_copy(job, a, off[k], call.out[k - job->num_in], 0);
+            }
         }
     }
     free(scratch);
 }
 
-/* Whether the last `core` dims of t are C-contiguous (size-1 dims ignored). */
-static int opf_core_contiguous(const opf_tensor *t, int32_t core) {
-    int64_t expected = 1;
-    for (int32_t d = t->ndim - 1; d >= t->ndim - core; d--) {
-        if (t->shape[d] == 0) {
-            return 1;
-        }
-        if (t->shape[d] != 1 && opf_tensor_stride(t, d) != expected) {
-            return 0;
-        }
-        expected *= t->shape[d];
+static void opf_row_chunk(void *ctx, int64_t begin, int64_t end) { opf_row_range(ctx, begin, end, NULL); }
+
+/* Blocks [begin, end) of rows, each into its own zeroed accumulators. */
+static void opf_row_blocks(void *ctx, int64_t begin, int64_t end) {
+    opf_row_job *job = ctx;
+    for (int64_t b = begin; b < end; b++) {
+        char *acc = job->acc + (size_t)b * job->acc_elems * job->elem;
+        memset(acc, 0, job->acc_elems * job->elem);
+        int64_t first = b * job->block_rows, last = first + job->block_rows;
+        opf_row_range(job, first, last < job->rows ? last : job->rows, acc);
     }
-    return 1;
+}
+
+/* The accumulators of `blocks` blocks added up in block order into block 0's. */
+static void opf_row_add_blocks(const opf_row_job *job, int64_t blocks) {
+    for (int64_t b = 1; b < blocks; b++) {
+        if (job->elem == sizeof(float)) {
+            float *sum = (float *)job->acc;
+            const float *part = sum + (size_t)b * job->acc_elems;
+            for (size_t i = 0; i < job->acc_elems; i++) {
+                sum[i] += part[i];
+            }
+        } else {
+            double *sum = (double *)job->acc;
+            const double *part = sum + (size_t)b * job->acc_elems;
+            for (size_t i = 0; i < job->acc_elems; i++) {
+                sum[i] += part[i];
+            }
+        }
+    }
 }
 
 /* A contiguous copy of an unbatched input that is not contiguous. */
@@ -156,6 +316,46 @@ static char *opf_row_whole_copy(const opf_row_job *job, opf_row_arg *a) {
         opf_row_copy(job, &whole, 0, copy, 1);
     }
     return copy;
+}
+
+/* Runs the rows with unbatched outputs: blocks of rows into accumulators,
+ * added up and written to the outputs. */
+static opf_status opf_row_run_accumulating(opf_row_job *job, int64_t grain) {
+    /* Blocks: at most OPF_ROW_MAX_BLOCKS (fewer when the accumulators would
+     * take more than OPF_ROW_ACC_BYTES), of at least `grain` rows. */
+    int64_t max_blocks = OPF_ROW_MAX_BLOCKS;
+    size_t acc_bytes = job->acc_elems * job->elem;
+    if (acc_bytes > 0 && (size_t)max_blocks * acc_bytes > OPF_ROW_ACC_BYTES) {
+        max_blocks = (int64_t)(OPF_ROW_ACC_BYTES / acc_bytes);
+        max_blocks = max_blocks > 0 ? max_blocks : 1;
+    }
+    int64_t block_rows = (job->rows + max_blocks - 1) / max_blocks;
+    job->block_rows = block_rows > grain ? block_rows : grain;
+    int64_t blocks = job->rows > 0 ? (job->rows + job->block_rows - 1) / job->block_rows : 1;
+    job->acc = malloc((size_t)blocks * (acc_bytes > 0 ? acc_bytes : 1));
+    if (job->acc == NULL) {
+        return opf_error(OPF_E_NOMEM, "cannot allocate %zu bytes of row sums", (size_t)blocks * acc_bytes);
+    }
+    memset(job->acc, 0, acc_bytes); /* no rows: the sums are zero */
+    if (job->rows > 0) {
+        opf_parallel_for(blocks, 1, opf_row_blocks, job);
+    }
+    opf_status st = OPF_OK;
+    if (job->failed) {
+        st = opf_error(OPF_E_NOMEM, "cannot allocate %zu bytes of row scratch", job->scratch_bytes);
+    } else {
+        opf_row_add_blocks(job, blocks);
+        for (int32_t k = job->num_in; k < job->num_in + job->num_out; k++) {
+            opf_row_arg *a = &job->args[k];
+            if (a->t != NULL && !a->batched) {
+                opf_row_arg whole = *a;
+                whole.core = a->t->ndim;
+                opf_row_copy(job, &whole, 0, job->acc + a->acc_at * job->elem, 0);
+            }
+        }
+    }
+    free(job->acc);
+    return st;
 }
 
 opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inputs, const opf_tensor *const *outputs,
@@ -176,9 +376,12 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         job.batch_shape[d] = x->shape[d];
         rows *= x->shape[d];
     }
+    job.rows = rows;
+    job.stream_copy = opf_kernels_get()->stream_copy;
     char *copies[OPF_MAX_ARGS] = {NULL};
     opf_status st = OPF_OK;
     int64_t row_elems = 0;
+    int accumulating = 0;
     for (int32_t k = 0; k < job.num_in + job.num_out; k++) {
         const opf_arg_def *def = k < job.num_in ? &op->inputs[k] : &op->outputs[k - job.num_in];
         opf_row_arg *a = &job.args[k];
@@ -193,10 +396,19 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         for (int32_t d = a->t->ndim - a->core; d < a->t->ndim; d++) {
             a->len *= a->t->shape[d];
         }
-        a->contiguous_rows = opf_core_contiguous(a->t, a->core);
+        a->contiguous_rows = opf_tensor_tail_contiguous(a->t, a->core);
         row_elems += a->len;
-        if (a->batched && !a->contiguous_rows) {
-            job.scratch_elems += (size_t)a->len;
+        const int64_t row_bytes = a->len * (int64_t)job.elem;
+        a->stream = k >= job.num_in && a->batched && a->contiguous_rows && job.stream_copy != NULL &&
+                    row_bytes >= OPF_ROW_STREAM_MIN_ROW && rows >= OPF_ROW_STREAM_MIN_BYTES / row_bytes;
+        job.streaming |= a->stream;
+        if (a->batched && (!a->contiguous_rows || a->stream)) {
+            a->scratch_at = job.scratch_bytes;
+            job.scratch_bytes += ((size_t)a->len * job.elem + 63) / 64 * 64;
+        } else if (!a->batched && k >= job.num_in) {
+            a->acc_at = job.acc_elems; /* a sum over rows, in the blocks' accumulators */
+            job.acc_elems += (size_t)a->len;
+            accumulating = 1;
         } else if (!a->batched && !a->contiguous_rows) {
             a->base = copies[k] = opf_row_whole_copy(&job, a);
             a->contiguous_rows = 1;
@@ -205,11 +417,14 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
             }
         }
     }
-    if (st == OPF_OK && rows > 0) {
-        int64_t grain = row_elems > 0 ? OPF_ROW_GRAIN_ELEMS / row_elems : rows;
-        opf_parallel_for(rows, grain > 0 ? grain : 1, opf_row_chunk, &job);
+    int64_t grain = row_elems > 0 ? OPF_ROW_GRAIN_ELEMS / row_elems : rows;
+    grain = grain > 0 ? grain : 1;
+    if (st == OPF_OK && accumulating) {
+        st = opf_row_run_accumulating(&job, grain);
+    } else if (st == OPF_OK && rows > 0) {
+        opf_parallel_for(rows, grain, opf_row_chunk, &job);
         if (job.failed) {
-            st = opf_error(OPF_E_NOMEM, "cannot allocate %zu bytes of row scratch", job.scratch_elems * job.elem);
+            st = opf_error(OPF_E_NOMEM, "cannot allocate %zu bytes of row scratch", job.scratch_bytes);
         }
     }
     for (int32_t k = 0; k < OPF_MAX_ARGS; k++) {

@@ -94,7 +94,8 @@ static opf_status opf_validate_shapes(const opf_op_def *op) {
     }
     for (int32_t i = 0; i < op->num_checks; i++) {
         const opf_check *c = &op->checks[i];
-        int needs_b = c->kind == OPF_CHECK_SAME_SHAPE || c->kind == OPF_CHECK_DIM_EQ || c->kind == OPF_CHECK_BATCH_EQ;
+        int needs_b = c->kind == OPF_CHECK_SAME_SHAPE || c->kind == OPF_CHECK_DIM_EQ || c->kind == OPF_CHECK_BATCH_EQ ||
+                      c->kind == OPF_CHECK_BROADCAST;
         int has_rank = c->kind == OPF_CHECK_RANK || c->kind == OPF_CHECK_MIN_RANK;
         int kind_ok = has_rank || needs_b || c->kind == OPF_CHECK_DIM_IS;
         int batch_ok = c->kind != OPF_CHECK_BATCH_EQ ||
@@ -112,8 +113,19 @@ static opf_status opf_validate_shapes(const opf_op_def *op) {
     for (int32_t o = 0; o < op->num_outputs; o++) {
         const opf_shape_rule *r = &op->output_shapes[o];
         int by_dims = r->kind == OPF_SHAPE_DIMS || r->kind == OPF_SHAPE_BATCH;
-        int ok = (r->kind == OPF_SHAPE_LIKE && opf_in_range(r->like, op->num_inputs)) ||
-                 (by_dims && r->rank >= 0 && r->rank <= OPF_MAX_RULE_RANK);
+        int ok =
+            ((r->kind == OPF_SHAPE_LIKE || r->kind == OPF_SHAPE_SUM_TO) && opf_in_range(r->like, op->num_inputs)) ||
+            (by_dims && r->rank >= 0 && r->rank <= OPF_MAX_RULE_RANK);
+        if (r->kind == OPF_SHAPE_BROADCAST) {
+            /* One or more distinct inputs. */
+            ok = r->rank >= 1 && r->rank <= OPF_MAX_RULE_RANK;
+            for (int32_t d = 0; ok && d < r->rank; d++) {
+                ok = opf_in_range(r->dims[d].input, op->num_inputs);
+                for (int32_t e = 0; ok && e < d; e++) {
+                    ok = r->dims[e].input != r->dims[d].input;
+                }
+            }
+        }
         if (r->kind == OPF_SHAPE_BATCH) {
             ok = ok && opf_in_range(r->like, op->num_inputs) && r->drop >= 0 && r->drop <= OPF_MAX_RANK;
         }
@@ -214,6 +226,11 @@ static int opf_tie_shape(const opf_op_def *op, const opf_check *c, int32_t i, in
     return c->kind == OPF_CHECK_SAME_SHAPE && opf_names_pair(c, i, j);
 }
 
+/* Same shape, or shapes that broadcast together. */
+static int opf_tie_broadcast(const opf_op_def *op, const opf_check *c, int32_t i, int32_t j) {
+    return opf_tie_shape(op, c, i, j) || (c->kind == OPF_CHECK_BROADCAST && opf_names_pair(c, i, j));
+}
+
 /* Same leading ("...") dims of two batched inputs. */
 static int opf_tie_batch(const opf_op_def *op, const opf_check *c, int32_t i, int32_t j) {
     if (!opf_names_pair(c, i, j)) {
@@ -279,15 +296,33 @@ static opf_status opf_validate_engine(const opf_op_def *op) {
                                 op->name, in[i].name);
             }
         }
-        if (!opf_tied_to_first(op, all, opf_tie_shape)) {
+        /* The engine runs the kernel over the broadcast of all the inputs:
+         * each pair must be tied by a same-shape check or (on a row that
+         * writes outputs) a broadcast one, and every output must have that
+         * shape (like an input, when the inputs all have one shape; the
+         * broadcast of all of them) or be summed to an input's. */
+        const int same = opf_tied_to_first(op, all, opf_tie_shape);
+        if (!same && (mutated > 0 || !opf_tied_to_first(op, all, opf_tie_broadcast))) {
             return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
-                            "op '%s': the inputs of an elementwise row need same-shape checks tying them together",
+                            "op '%s': the inputs of an elementwise row need same-shape checks tying them together "
+                            "(or, on a row that writes outputs, broadcast checks)",
                             op->name);
         }
         for (int32_t o = 0; o < op->num_outputs; o++) {
-            if ((op->outputs[o].flags & OPF_ARG_OPTIONAL) || op->output_shapes[o].kind != OPF_SHAPE_LIKE) {
+            const opf_shape_rule *r = &op->output_shapes[o];
+            int ok = r->kind == OPF_SHAPE_SUM_TO || (r->kind == OPF_SHAPE_LIKE && same);
+            if (r->kind == OPF_SHAPE_BROADCAST) {
+                int named[OPF_MAX_ARGS] = {0}, count = 0;
+                for (int32_t d = 0; d < r->rank; d++) {
+                    count += !named[r->dims[d].input];
+                    named[r->dims[d].input] = 1;
+                }
+                ok = same || count == op->num_inputs;
+            }
+            if ((op->outputs[o].flags & OPF_ARG_OPTIONAL) || !ok) {
                 return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
-                                "op '%s': output '%s' of an elementwise row must be required and shaped like an input",
+                                "op '%s': output '%s' of an elementwise row must be required and have the shape of "
+                                "the broadcast of its inputs (or be summed to an input's shape)",
                                 op->name, op->outputs[o].name);
             }
         }
@@ -317,14 +352,27 @@ static opf_status opf_validate_engine(const opf_op_def *op) {
                             "and checks tying the leading dims of its batched inputs together",
                             op->name, (int)in[0].core_dims);
         }
+        /* A batched output has the leading dims of a batched input; an
+         * unbatched one (a sum over the rows) any shape its rule gives. */
         for (int32_t o = 0; o < op->num_outputs; o++) {
             const opf_shape_rule *r = &op->output_shapes[o];
-            int ok = (op->outputs[o].flags & OPF_ARG_BATCHED) && r->kind != OPF_SHAPE_DIMS && batched[r->like] &&
-                     (r->kind == OPF_SHAPE_LIKE || r->drop == in[r->like].core_dims);
+            int ok = (op->outputs[o].flags & OPF_ARG_BATCHED)
+                         ? (r->kind == OPF_SHAPE_LIKE || r->kind == OPF_SHAPE_BATCH) && batched[r->like] &&
+                               (r->kind == OPF_SHAPE_LIKE || r->drop == in[r->like].core_dims)
+                         : r->kind == OPF_SHAPE_DIMS;
             if (!ok) {
                 return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
                                 "op '%s': output '%s' of a row-wise row must be batched, with the leading dims of a "
-                                "batched input",
+                                "batched input, or unbatched (a sum over the rows) with a shape of its own dims",
+                                op->name, op->outputs[o].name);
+            }
+        }
+    } else {
+        for (int32_t o = 0; o < op->num_outputs; o++) {
+            if (op->output_shapes[o].kind == OPF_SHAPE_SUM_TO) {
+                return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                                "op '%s': output '%s' is summed to an input's shape, which only an elementwise row "
+                                "does",
                                 op->name, op->outputs[o].name);
             }
         }

@@ -33,12 +33,14 @@ int64_t opf_tensor_numel(const opf_tensor *t) {
     return n;
 }
 
-int opf_tensor_is_contiguous(const opf_tensor *t) {
+int opf_tensor_is_contiguous(const opf_tensor *t) { return opf_tensor_tail_contiguous(t, t->ndim); }
+
+int opf_tensor_tail_contiguous(const opf_tensor *t, int32_t core) {
     if (t->strides == NULL) {
         return 1;
     }
     int64_t expected = 1;
-    for (int32_t d = t->ndim - 1; d >= 0; d--) {
+    for (int32_t d = t->ndim - 1; d >= t->ndim - core; d--) {
         if (t->shape[d] == 0) {
             return 1;
         }

@@ -25,6 +25,9 @@ int64_t opf_tensor_numel(const opf_tensor *t);
 
 /* Whether t is C-contiguous (dims of size 1 may have any stride). */
 int opf_tensor_is_contiguous(const opf_tensor *t);
+/* Whether the last `core` dims of t are C-contiguous among themselves (a row
+ * of a row-wise op; size-1 dims ignored, an empty tail counts as contiguous). */
+int opf_tensor_tail_contiguous(const opf_tensor *t, int32_t core);
 
 /* "[2,3]"; "[]" for a 0-d tensor; negative (unknown) dims print as "?". */
 const char *opf_format_dims(int32_t ndim, const int64_t *shape, char buf[OPF_SHAPE_STR_CAPACITY]);

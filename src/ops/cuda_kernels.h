@@ -1,14 +1,15 @@
 /*
  * cuda_kernels.h — the CUDA compute functions of the built-in rows that are
- * not elementwise (src/cuda/dense.cu), the CUDA elementwise engine
- * (src/cuda/eltwise.cu), and OPF_CUDA_KERNEL(fn) for a row's `.compute_cuda`:
+ * neither elementwise nor row-wise (src/cuda/dense.cu), the CUDA elementwise
+ * and row engines (src/cuda/eltwise.cu, src/cuda/row.cu), and OPF_CUDA_KERNEL(fn) for a row's `.compute_cuda`:
  * `fn` in a CUDA build (OPF_HAVE_CUDA defined by cuda.mk), NULL otherwise
  * (no nvcc, `make CUDA=0`, or the CPU-only sanitizer build), so the rows
  * compile and link either way.
  *
- * The elementwise built-ins name no CUDA function: their OPF_ELTWISE_KERNEL
- * definitions (src/ops/eltwise.c, compiled by nvcc in a CUDA build) carry
- * their CUDA builds, which the engine runs.
+ * The elementwise and row-wise built-ins name no CUDA function: their
+ * OPF_ELTWISE_KERNEL / OPF_ROW_KERNEL definitions (src/ops/eltwise.c and any
+ * other file of authored kernels, compiled by nvcc in a CUDA build: cuda.mk's
+ * CUDA_AUTHORED_SRC) carry their CUDA builds, which the engines run.
  *
  * Each compute function has the opf_cuda_compute_fn contract (opforge.h): it
  * is called by opf_op_run_cuda after validation, with every tensor on one
@@ -40,6 +41,16 @@ opf_status opf_cuda_eltwise_run(const char *label, const opf_op_def *op, const o
  * and calls opf_cuda_eltwise_run with the row instead. */
 opf_status opf_cuda_eltwise_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                                     const opf_attr_value *attrs, void *stream);
+
+/* src/cuda/row.cu: runs the CUDA build of op->row (op->row->cuda) on a
+ * validated call, one thread per row; errors are reported for `label`. */
+opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, const opf_tensor *const *inputs,
+                            const opf_tensor *const *outputs, const opf_attr_value *attrs, void *stream);
+/* The compute_cuda of a row whose CUDA path is its row kernel's CUDA build
+ * (set when a declaration is resolved): opf_op_run_cuda recognizes it and
+ * calls opf_cuda_row_run with the row instead. */
+opf_status opf_cuda_row_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                const opf_attr_value *attrs, void *stream);
 
 /* src/cuda/dense.cu */
 opf_status opf_cuda_dense_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,

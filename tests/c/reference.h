@@ -35,6 +35,9 @@ static inline double ref_scale_f64(double alpha, double x) { return alpha * x; }
 static inline float ref_add_f32(float a, float b) { return a + b; }
 static inline double ref_add_f64(double a, double b) { return a + b; }
 
+static inline float ref_mul_f32(float a, float b) { return a * b; }
+static inline double ref_mul_f64(double a, double b) { return a * b; }
+
 /* ------------------------------------------------------------------------ */
 /* Elementwise, arrays (contiguous)                                          */
 /* ------------------------------------------------------------------------ */
@@ -78,6 +81,52 @@ static inline void ref_add_array_f64(size_t n, const double *a, const double *b,
     for (size_t i = 0; i < n; i++) {
         y[i] = ref_add_f64(a[i], b[i]);
     }
+}
+
+static inline void ref_mul_array_f32(size_t n, const float *a, const float *b, float *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_mul_f32(a[i], b[i]);
+    }
+}
+static inline void ref_mul_array_f64(size_t n, const double *a, const double *b, double *y) {
+    for (size_t i = 0; i < n; i++) {
+        y[i] = ref_mul_f64(a[i], b[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Broadcasting (NumPy's rules), on contiguous arrays of double              */
+/* ------------------------------------------------------------------------ */
+
+/* The broadcast of shapes a (rank na) and b (rank nb) into out (rank
+ * max(na, nb)); 0 if they do not broadcast together. */
+static inline int ref_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int64_t *out) {
+    int n = na > nb ? na : nb;
+    for (int k = 1; k <= n; k++) {
+        int64_t da = k <= na ? a[na - k] : 1, db = k <= nb ? b[nb - k] : 1;
+        if (da != db && da != 1 && db != 1) {
+            return 0;
+        }
+        out[n - k] = da == 1 ? db : da;
+    }
+    return 1;
+}
+
+/* Offset of element `index` (of a C-contiguous tensor of shape `shape`, rank
+ * n) in a C-contiguous tensor of shape t (rank nt <= n) that broadcasts to
+ * it: dims of size 1 and missing leading dims read element 0. */
+static inline int64_t ref_broadcast_offset(int n, const int64_t *shape, int64_t index, int nt, const int64_t *t) {
+    int64_t off = 0, stride = 1;
+    for (int d = n - 1; d >= 0; d--) {
+        int64_t i = index % shape[d];
+        index /= shape[d];
+        int td = d - (n - nt);
+        if (td >= 0) {
+            off += (t[td] == 1 ? 0 : i) * stride;
+            stride *= t[td];
+        }
+    }
+    return off;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -250,6 +299,161 @@ static inline double ref_ulps(double got, long double want, long double of, int 
     const int p = is_f64 ? 53 : 24, emin = is_f64 ? -1021 : -125; /* frexp's exponent of the least normal */
     e = of == 0 || e < emin ? emin : e;
     return (double)(fabsl((long double)got - want) / ldexpl(1.0L, e - p));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Row-wise ops over the last axis (one row of m values, in double)          */
+/* ------------------------------------------------------------------------ */
+
+/* The row's maximum, and whether the row is NaN throughout under
+ * torch.softmax's rules: it holds +inf or NaN, or only -inf (or nothing). */
+static inline double ref_row_max(size_t m, const double *x, int *nan_row) {
+    double mx = -INFINITY;
+    int special = 0;
+    for (size_t i = 0; i < m; i++) {
+        special |= isnan(x[i]) || x[i] == INFINITY;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    *nan_row = special || mx == -INFINITY;
+    return mx;
+}
+
+/* softmax: exp(x - max) / sum. */
+static inline void ref_softmax_row(size_t m, const double *x, double *y) {
+    int nan_row;
+    const double mx = ref_row_max(m, x, &nan_row);
+    double sum = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        sum += exp(x[i] - mx);
+    }
+    for (size_t i = 0; i < m; i++) {
+        y[i] = nan_row ? NAN : exp(x[i] - mx) / sum;
+    }
+}
+
+/* log_softmax: (x - max) - log(sum(exp(x - max))). */
+static inline void ref_log_softmax_row(size_t m, const double *x, double *y) {
+    int nan_row;
+    const double mx = ref_row_max(m, x, &nan_row);
+    double sum = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        sum += exp(x[i] - mx);
+    }
+    for (size_t i = 0; i < m; i++) {
+        y[i] = nan_row ? NAN : (x[i] - mx) - log(sum);
+    }
+}
+
+/* Vector-Jacobian products through the Jacobians written out element by
+ * element: dx_i = sum_j dy_j * d(y_j)/d(x_i), with y the forward output. */
+static inline void ref_softmax_grad_row(size_t m, const double *dy, const double *y, double *dx) {
+    for (size_t i = 0; i < m; i++) {
+        double acc = 0.0;
+        for (size_t j = 0; j < m; j++) {
+            acc += dy[j] * y[j] * ((i == j ? 1.0 : 0.0) - y[i]); /* d(y_j)/d(x_i) = y_j (delta_ij - y_i) */
+        }
+        dx[i] = acc;
+    }
+}
+static inline void ref_log_softmax_grad_row(size_t m, const double *dy, const double *y, double *dx) {
+    for (size_t i = 0; i < m; i++) {
+        double acc = 0.0;
+        for (size_t j = 0; j < m; j++) {
+            acc += dy[j] * ((i == j ? 1.0 : 0.0) - exp(y[i])); /* d(y_j)/d(x_i) = delta_ij - softmax_i */
+        }
+        dx[i] = acc;
+    }
+}
+
+/* layer_norm: mean, biased variance var, rstd = 1 / sqrt(var + eps), y =
+ * (x - mean) rstd w + b (w, b NULL: ones, zeros). An empty row has mean 0
+ * and rstd NaN (as torch.native_layer_norm). */
+static inline void ref_layer_norm_row(size_t m, const double *x, const double *w, const double *b, double eps,
+                                      double *y, double *mean, double *rstd) {
+    double s = 0.0, v = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        s += x[i];
+    }
+    const double mu = m > 0 ? s / (double)m : 0.0;
+    for (size_t i = 0; i < m; i++) {
+        v += (x[i] - mu) * (x[i] - mu);
+    }
+    const double r = m > 0 ? 1.0 / sqrt(v / (double)m + eps) : NAN;
+    for (size_t i = 0; i < m; i++) {
+        y[i] = (x[i] - mu) * r * (w ? w[i] : 1.0) + (b ? b[i] : 0.0);
+    }
+    *mean = mu;
+    *rstd = r;
+}
+
+/* Gradients of layer_norm's row by the chain rule through mean and rstd,
+ * Jacobians written out (O(m^2)): dx_i = sum_j dy_j w_j d(xh_j)/d(x_i) +
+ * dmean d(mean)/d(x_i) + drstd d(rstd)/d(x_i); the row's parts of dw and db
+ * are added to dw_acc, db_acc (each may be NULL). */
+static inline void ref_layer_norm_grad_row(size_t m, const double *dy, const double *x, const double *w, double eps,
+                                           double dmean, double drstd, double *dx, double *dw_acc, double *db_acc) {
+    double s = 0.0, v = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        s += x[i];
+    }
+    const double mu = s / (double)m;
+    for (size_t i = 0; i < m; i++) {
+        v += (x[i] - mu) * (x[i] - mu);
+    }
+    const double r = 1.0 / sqrt(v / (double)m + eps);
+    for (size_t i = 0; i < m; i++) {
+        const double dr_dxi = -r * r * r * (x[i] - mu) / (double)m; /* d(var)/d(x_i) = 2 (x_i - mu) / m */
+        double acc = dmean / (double)m + drstd * dr_dxi;
+        for (size_t j = 0; j < m; j++) {
+            const double dxh = ((i == j ? 1.0 : 0.0) - 1.0 / (double)m) * r + (x[j] - mu) * dr_dxi;
+            acc += dy[j] * (w ? w[j] : 1.0) * dxh;
+        }
+        dx[i] = acc;
+    }
+    for (size_t j = 0; j < m; j++) {
+        if (dw_acc) {
+            dw_acc[j] += dy[j] * (x[j] - mu) * r;
+        }
+        if (db_acc) {
+            db_acc[j] += dy[j];
+        }
+    }
+}
+
+/* rms_norm: rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd w (w NULL: ones).
+ * eps < 0 means the machine epsilon of the library's dtype (eps_dtype). */
+static inline void ref_rms_norm_row(size_t m, const double *x, const double *w, double eps, double *y, double *rstd) {
+    double ss = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        ss += x[i] * x[i];
+    }
+    const double r = 1.0 / sqrt(ss / (double)m + eps);
+    for (size_t i = 0; i < m; i++) {
+        y[i] = x[i] * r * (w ? w[i] : 1.0);
+    }
+    *rstd = r;
+}
+
+/* Gradients of rms_norm's row (Jacobians written out, rstd's cotangent
+ * drstd included); the row's part of dw is added to dw_acc (may be NULL). */
+static inline void ref_rms_norm_grad_row(size_t m, const double *dy, const double *x, const double *w, double eps,
+                                         double drstd, double *dx, double *dw_acc) {
+    double ss = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        ss += x[i] * x[i];
+    }
+    const double r = 1.0 / sqrt(ss / (double)m + eps);
+    for (size_t i = 0; i < m; i++) {
+        const double dr_dxi = -r * r * r * x[i] / (double)m;
+        double acc = drstd * dr_dxi;
+        for (size_t j = 0; j < m; j++) {
+            acc += dy[j] * (w ? w[j] : 1.0) * ((i == j ? r : 0.0) + x[j] * dr_dxi);
+        }
+        dx[i] = acc;
+    }
+    for (size_t j = 0; dw_acc && j < m; j++) {
+        dw_acc[j] += dy[j] * x[j] * r;
+    }
 }
 
 #endif

@@ -28,6 +28,17 @@ OPF_ROW_KERNEL(center_scale, (x, w), (y), {
     }
 })
 
+/* Row-wise with an output summed over the rows (no "..."): the dot product
+ * of each row of x and y, and the column sums of x. */
+OPF_ROW_KERNEL(col_stats, (x, y), (dot, colsum), {
+    dot[0] = opf_dot(n, x, y);
+    if (colsum != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            colsum[i] += x[i];
+        }
+    }
+})
+
 static opf_status fail_compute(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *attrs) {
     (void)in, (void)out, (void)attrs;
     return opf_error(OPF_E_UNSUPPORTED, "this kernel refuses %s", "everything");
@@ -41,6 +52,7 @@ static const opf_op_decl user_decls[] = {
     {"row_stats(x[..., M]) -> (sum[...], max[...])", .doc = "sum and max of rows", .row = &row_stats},
     {"row_stats_2d(x[..., M, N]) -> (sum[...], max[...])", .doc = "sum and max of 2-d rows", .row = &row_stats},
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
+    {"col_stats(x[..., M], y[..., M]) -> (dot[...], colsum[M]?)", .doc = "row dots and column sums", .row = &col_stats},
     {"fail(x) -> y", .doc = "always fails", .compute = fail_compute},
     {0},
 };
@@ -307,6 +319,117 @@ TEST(test_rows_unbatched_input) {
     free(x), free(w), free(y), free(y1);
 }
 
+/* An output without "..." is a sum over the rows: every layout, 1 and 2
+ * threads (the same bits), enough rows for several blocks, no rows (zeros),
+ * a strided output; and opf_dot against a loop. */
+TEST(test_rows_summed_output) {
+    const opf_op_def *op = user_op("col_stats");
+    rng r = rng_seed(13);
+    static const int64_t shapes[][3] = {{5, 7, 33}, {900, 3, 17}, {0, 4, 9}, {2, 3, 0}};
+    const int threads = opf_get_num_threads();
+    for (int dt = 0; dt < 2; dt++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (int lx = 0; lx < TV_LAYOUT_COUNT; lx++) {
+                const tv_layout lo = (tv_layout)(lx % TV_BROADCAST);
+                tview x, y, dot, colsum, colsum1;
+                const opf_dtype dtype = dt ? OPF_F64 : OPF_F32;
+                const int64_t m = shapes[s][2], rows = shapes[s][0] * shapes[s][1];
+                tv_make(&x, dtype, 3, shapes[s], (tv_layout)lx, 1);
+                tv_make(&y, dtype, 3, shapes[s], TV_TRANSPOSED, 0);
+                tv_make(&dot, dtype, 2, shapes[s], lo, 2);
+                tv_make(&colsum, dtype, 1, &shapes[s][2], lo, 3);
+                tv_make(&colsum1, dtype, 1, &shapes[s][2], lo, 3);
+                tv_fill(&x, &r, 0, NULL);
+                tv_fill(&y, &r, 0, NULL);
+                tv_fill(&colsum, &r, 0, NULL); /* overwritten, not added to */
+                char ctx[128];
+                snprintf(ctx, sizeof ctx, "%s shape %zu x %s out %s", opf_dtype_name(dtype), s,
+                         tv_layout_name((tv_layout)lx), tv_layout_name(lo));
+                opf_set_num_threads(2);
+                opf_status st =
+                    opf_op_run(op, (const opf_tensor *[]){&x.t, &y.t}, (const opf_tensor *[]){&dot.t, &colsum.t}, NULL);
+                opf_set_num_threads(1);
+                opf_status st1 = opf_op_run(op, (const opf_tensor *[]){&x.t, &y.t},
+                                            (const opf_tensor *[]){&dot.t, &colsum1.t}, NULL);
+                if (CHECK(st == OPF_OK && st1 == OPF_OK, "%s: %s", ctx, opf_last_error())) {
+                    for (int64_t j = 0; j < m; j++) {
+                        double want = 0, got = get(&colsum, (size_t)j);
+                        for (int64_t i = 0; i < rows; i++) {
+                            want += get(&x, (size_t)(i * m + j));
+                        }
+                        if (!CHECK(fabs(got - want) <= 1e-4 * (1 + (double)rows), "%s: colsum[%lld] %g, want %g", ctx,
+                                   (long long)j, got, want) ||
+                            !CHECK(got == get(&colsum1, (size_t)j), "%s: colsum[%lld] 2 threads %g, 1 thread %g", ctx,
+                                   (long long)j, got, get(&colsum1, (size_t)j))) {
+                            break;
+                        }
+                    }
+                    for (int64_t i = 0; i < rows; i++) {
+                        double want = 0, got = get(&dot, (size_t)i);
+                        for (int64_t j = 0; j < m; j++) {
+                            want += get(&x, (size_t)(i * m + j)) * get(&y, (size_t)(i * m + j));
+                        }
+                        if (!CHECK(fabs(got - want) <= 1e-5 * (1 + fabs(want)), "%s: dot[%lld] %g, want %g", ctx,
+                                   (long long)i, got, want)) {
+                            break;
+                        }
+                    }
+                    CHECK_TV_GUARDS(&colsum, "%s", ctx);
+                    CHECK_TV_GUARDS(&dot, "%s", ctx);
+                }
+                /* colsum not wanted: absent */
+                CHECK(opf_op_run(op, (const opf_tensor *[]){&x.t, &y.t}, (const opf_tensor *[]){&dot.t, NULL}, NULL) ==
+                          OPF_OK,
+                      "%s: %s", ctx, opf_last_error());
+                tv_free(&x), tv_free(&y), tv_free(&dot), tv_free(&colsum), tv_free(&colsum1);
+            }
+        }
+    }
+    opf_set_num_threads(threads);
+    /* The summed output's shape is checked like any other. */
+    double x[6] = {0}, d[2], c[2];
+    int64_t sx[2] = {2, 3}, sd[1] = {2}, sc[1] = {2};
+    opf_tensor tx = opf_tensor_make(x, OPF_F64, 2, sx), td = opf_tensor_make(d, OPF_F64, 1, sd),
+               tc = opf_tensor_make(c, OPF_F64, 1, sc);
+    opf_status st = opf_op_run(op, (const opf_tensor *[]){&tx, &tx}, (const opf_tensor *[]){&td, &tc}, NULL);
+    CHECK(st == OPF_E_SHAPE, "colsum [2]: %s", opf_status_name(st));
+    CHECK_CONTAINS(opf_last_error(), "myops.col_stats: colsum has shape [2], expected [3]");
+}
+
+/* A row op's large outputs (> 4 MiB) are streamed from scratch: the same
+ * values as a loop, rows not multiples of the stream block, odd offsets. */
+TEST(test_rows_streamed_output) {
+    const opf_op_def *op = user_op("center_scale");
+    const int64_t R = harness_slow() ? 4 : 1500, M = 777;
+    int64_t shape[2] = {R, M}, wshape[1] = {M};
+    rng r = rng_seed(17);
+    float *x = xcalloc((size_t)(R * M), 4), *w = xcalloc((size_t)M, 4), *y = xcalloc((size_t)(R * M) + 1, 4);
+    fill_uniform_f32(&r, x, (size_t)(R * M), -3, 3);
+    fill_uniform_f32(&r, w, (size_t)M, -3, 3);
+    opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, shape), tw = opf_tensor_make(w, OPF_F32, 1, wshape),
+               ty = opf_tensor_make(y, OPF_F32, 2, shape);
+    ty.byte_offset = 4; /* rows not 64-byte aligned */
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&tx, &tw}, (const opf_tensor *[]){&ty}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    for (int64_t i = 0; i < R; i++) {
+        double mean = 0;
+        for (int64_t j = 0; j < M; j++) {
+            mean += x[i * M + j];
+        }
+        mean /= (double)M;
+        for (int64_t j = 0; j < M; j++) {
+            double want = (x[i * M + j] - mean) * w[j], got = y[1 + i * M + j];
+            if (!CHECK(fabs(got - want) <= 1e-4 * (1 + fabs(want)), "[%lld,%lld] %g want %g", (long long)i,
+                       (long long)j, got, want)) {
+                i = R;
+                break;
+            }
+        }
+    }
+    CHECK(y[0] == 0, "the element before y was written: %g", (double)y[0]);
+    free(x), free(w), free(y);
+}
+
 TEST(test_kernel_errors) {
     const opf_op_def *op = user_op("fail");
     float x = 1, y = 0;
@@ -340,7 +463,9 @@ TEST(test_declaration_mistakes) {
         {{"sq(x) -> y", .eltwise = &sq_plus, .grad = "dz = dy"}, "expected d<input> or '_' before '='"},
         {{"sq(x) -> y", .eltwise = &sq_plus, .grad = "dx = q"}, "'q' is not an input, an output, d<output> or '_'"},
         {{"rs(x[..., M]) -> y[K]", .row = &center_scale}, "kernel reads 2 and writes 1"},
-        {{"rs(x[..., M], w[M]) -> y[K]", .row = &center_scale}, "output 'y' of a row-wise op needs '...'"},
+        {{"rs(x[..., M], w[M]) -> y[K]", .row = &center_scale}, "dim 'K' is not a dim of any input"},
+        {{"rs(x[..., M], w[M]?, v[M]) -> y[..., M]", .row = &center_scale},
+         "required input 'v' follows optional input 'w' (optional inputs come last)"},
         {{"rs(x[M, ...], w[M]) -> y[...]", .row = &center_scale}, "'...' may only come first"},
         {{"rs(x[N], w[N]) -> y[..., N]", .compute = fail_compute}, "output 'y' has '...' but no input has"},
         {{"mm(a[N,K], b[K,M]) -> c[N,P]", .compute = fail_compute}, "dim 'P' is not a dim of any input"},
@@ -388,6 +513,8 @@ int main(void) {
     RUN_TEST(test_rows_layouts);
     RUN_TEST(test_rows_edges);
     RUN_TEST(test_rows_unbatched_input);
+    RUN_TEST(test_rows_summed_output);
+    RUN_TEST(test_rows_streamed_output);
     RUN_TEST(test_kernel_errors);
     RUN_TEST(test_declaration_mistakes);
     opf_ops_release(user_table());

@@ -93,7 +93,8 @@ TEST(test_dlpack_layout) {
 /* The built-in table                                                        */
 /* ------------------------------------------------------------------------ */
 
-static const char *const builtin_names[] = {"relu", "relu_", "relu_grad", "scale", "add", "dense", "dense_grad"};
+static const char *const builtin_names[] = {"relu",  "relu_",      "relu_grad", "scale",  "add",
+                                            "dense", "dense_grad", "mul",       "sum_to", "mul_grad"};
 
 TEST(test_builtin_table) {
     const opf_op_table *t = opf_builtin_ops();
@@ -155,7 +156,8 @@ TEST(test_builtin_table) {
         CHECK(op != NULL && strcmp(op->name, builtin_names[i]) == 0, "opf_op_find(%s)", builtin_names[i]);
     }
     /* Differentiable ops have their gradients declared. */
-    static const char *const differentiable[] = {"relu", "relu_grad", "scale", "add", "dense"};
+    static const char *const differentiable[] = {"relu",  "relu_grad", "scale",  "add",
+                                                 "dense", "mul",       "sum_to", "mul_grad"};
     for (size_t i = 0; i < sizeof differentiable / sizeof differentiable[0]; i++) {
         const opf_op_def *op = opf_op_find(t, differentiable[i]);
         CHECK(op != NULL && op->num_grads >= 1, "%s has no gradient rule", differentiable[i]);

@@ -68,6 +68,23 @@ static void kref_add(opf_dtype dt, size_t n, const void *const *in, long double 
     }
 }
 
+static void kref_mul(opf_dtype dt, size_t n, const void *const *in, long double *const *want, long double *const *scale,
+                     const opf_attr_value *attrs) {
+    (void)scale, (void)attrs; /* mul(a, b); mul_grad(dy, other, like): dy other, like unread */
+    for (size_t i = 0; i < n; i++) {
+        want[0][i] = dt == OPF_F32 ? ref_mul_f32(((const float *)in[0])[i], ((const float *)in[1])[i])
+                                   : ref_mul_f64(((const double *)in[0])[i], ((const double *)in[1])[i]);
+    }
+}
+/* sum_to's kernel (x, like): y = x, like unread (the engine sums). */
+static void kref_copy(opf_dtype dt, size_t n, const void *const *in, long double *const *want,
+                      long double *const *scale, const opf_attr_value *attrs) {
+    (void)scale, (void)attrs;
+    for (size_t i = 0; i < n; i++) {
+        want[0][i] = in_at(dt, in[0], i);
+    }
+}
+
 /* The activations, from reference.h's long double f, f', f'' (x-form rows:
  * forward(x), grad(dy, x) = dy f'(x), grad_grad(ddx, dy, x) = (ddx f'(x),
  * (ddx dy) f''(x)), ddx dy formed in the dtype). */
@@ -177,6 +194,9 @@ static const struct {
     {"relu_grad", kref_relu_grad, 0, DOMAIN_ANY, NULL, 0},
     {"scale", kref_scale, 0, DOMAIN_ANY, scale_alphas, 5},
     {"add", kref_add, 0, DOMAIN_ANY, NULL, 0},
+    {"mul", kref_mul, 0, DOMAIN_ANY, NULL, 0},
+    {"sum_to", kref_copy, 0, DOMAIN_ANY, NULL, 0},
+    {"mul_grad", kref_mul, 0, DOMAIN_ANY, NULL, 0},
     /* bounds: docs/ops.md's measured maxima plus the products with dy, ddx */
     {"gelu", kref_gelu, 8, DOMAIN_ANY, gelu_forms, 2},
     {"gelu_grad", kref_gelu_grad, 8, DOMAIN_ANY, gelu_forms, 2},
@@ -535,6 +555,17 @@ static void eltwise_known_values(const eltwise_case *c) {
         void *out[1] = {y};
         call_kernel(c, 8, in, out, attrs);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s", ctx);
+    } else if (strcmp(c->op, "mul") == 0 || strcmp(c->op, "mul_grad") == 0) {
+        const float want[8] = {-20.0f, -0.0f, 0.0f, 45.5f, NAN, -INFINITY, INFINITY, 17 * FLT_TRUE_MIN};
+        const void *in[3] = {x, dy, x};
+        void *out[1] = {y};
+        call_kernel(c, 8, in, out, attrs);
+        CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s", ctx);
+    } else if (strcmp(c->op, "sum_to") == 0) {
+        const void *in[2] = {x, dy};
+        void *out[1] = {y};
+        call_kernel(c, 8, in, out, attrs);
+        CHECK_CLOSE_F32(y, x, 8, 0.0, 0.0, "%s", ctx);
     } else if (strcmp(c->op, "gelu") == 0 || strcmp(c->op, "silu") == 0) {
         /* +-0 keep their sign, +inf stays, -inf and NaN give NaN (the frameworks' -inf * 0) */
         const float want[8] = {0, -0.0f, 0.0f, 0, NAN, NAN, INFINITY, 0};

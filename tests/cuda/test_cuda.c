@@ -20,6 +20,18 @@
  *     with K = 0, N = 1, M = 1, 129x65x33 and larger, with and without bias
  *     and relu, transposed / strided / misaligned operands, strided outputs,
  *     dense_grad with any subset of dx, dw, db; NaN and Inf inputs;
+ *   row kernels (the user's rowsum, row_affine with w[M] and an optional
+ *     b[M] passed whole to every row, row_stats with two outputs of a dropped
+ *     axis, softmax; examples/ops/myops.c's rowsum and rowsum_grad; every
+ *     built-in row kernel): bit-identical to the CPU builds (NaN-aware, on
+ *     special values) and, on uniform values, within a bound of a scalar
+ *     reference; one row (no leading dims), empty rows (M = 0), no rows,
+ *     several leading dims (size-1 ones too), 10007 rows (the grid-stride
+ *     loop); rows in place and not contiguous (transposed, every other
+ *     element, negative, broadcast: gathered into and scattered from
+ *     scratch), misaligned and offset views, guard bytes, inputs unmodified;
+ *     a row's own compute_cuda first, a hand-written row, a kernel without a
+ *     CUDA build refused; captured into a graph with its scratch;
  *   streams: the ops (built-in and user) are captured into a CUDA graph on the test's stream
  *     (global capture mode fails on any launch to the legacy default stream
  *     or any synchronization), replayed, and checked;
@@ -47,7 +59,7 @@ static int device_count;
  * every launch and API call much slower). */
 static int quick;
 /* Run by the CUDA emulator (make test-cuda-emu: tests/cuda/emulate), which
- * has the elementwise path only: no cuBLASLt, so no dense. */
+ * has the elementwise and row paths only: no cuBLASLt, so no dense. */
 static int emulated;
 
 #define CUDA_OK(call)                                                                                                  \
@@ -249,6 +261,11 @@ static int ew_config_applies(const ew_row *e, const ew_config *c, int big) {
     if ((c->inplace == 2 && e->num_in < 2) || (c->inplace == 3 && (e->num_out < 2 || e->num_in < e->num_out))) {
         return 0;
     }
+    for (int j = 0; c->inplace != 0 && j < e->num_out; j++) { /* an output summed over broadcast dims: never in place */
+        if (e->op->output_shapes[j].kind == OPF_SHAPE_SUM_TO) {
+            return 0;
+        }
+    }
     for (int j = 0; j < e->num_out; j++) { /* a broadcast input cannot be written */
         int i = ew_alias(e, c, j);
         if (i >= 0 && ew_input_layout(c, i) == TV_BROADCAST) {
@@ -381,6 +398,106 @@ TEST(test_scale) {
     test_eltwise_row(row("scale"), alphas, 3, 1003);
 }
 TEST(test_add) { test_eltwise_row(row("add"), NULL, 0, 1004); }
+TEST(test_mul) { test_eltwise_row(row("mul"), NULL, 0, 1005); }
+TEST(test_sum_to_same_shape) { test_eltwise_row(row("sum_to"), NULL, 0, 1006); }
+
+/* Rows that broadcast: inputs of different shapes (zero strides in their
+ * views) and outputs summed over broadcast dims (the kernel into scratch at
+ * the full shape, then the sums), GPU vs CPU: bit for bit for add and mul,
+ * within 4 eps of the sum of the terms' magnitudes for the sums (the GPU adds
+ * in double in another order). */
+typedef struct bc_case {
+    const char *row;
+    int num_in;
+    ew_shape in[3];
+} bc_case;
+
+static void bc_run(const bc_case *c, opf_dtype dt, tv_layout layout, rng *r) {
+    const opf_op_def *op = row(c->row);
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s %s %s", c->row, dtype_str(dt), tv_layout_name(layout));
+    dview in[3], out;
+    const opf_tensor *gin[3] = {NULL}, *hin[3] = {NULL};
+    for (int i = 0; i < c->num_in; i++) {
+        dv_make(&in[i], dt, c->in[i].ndim, c->in[i].shape, i == 0 ? layout : TV_CONTIG, 0, i);
+        tv_fill(&in[i].h, r, 0, NULL);
+        dv_upload(&in[i]);
+        gin[i] = &in[i].t;
+        hin[i] = &in[i].h.t;
+    }
+    int32_t ndim;
+    int64_t shape[OPF_MAX_RANK];
+    CHECK_OK(opf_op_infer_shape(op, hin, 0, &ndim, shape), ctx);
+    dv_make(&out, dt, ndim, shape, layout == TV_CONTIG ? TV_CONTIG : TV_NEGATIVE, 0, 1);
+    dv_upload(&out);
+    opf_status gst = opf_op_run_cuda(op, gin, (const opf_tensor *[]){&out.t}, NULL, stream);
+    char msg[512];
+    last_error_copy(msg, sizeof msg);
+    CHECK_OK(opf_op_run(op, hin, (const opf_tensor *[]){&out.h.t}, NULL), ctx);
+    if (CHECK(gst == OPF_OK, "%s: GPU status %s (%s)", ctx, opf_status_name(gst), msg)) {
+        sync_stream();
+        const size_t n = out.h.numel, elem = out.h.elem;
+        unsigned char *got = xcalloc(n + 1, elem), *want = xcalloc(n + 1, elem);
+        tview back = dv_download(&out);
+        tv_gather(&back, got);
+        tv_gather(&out.h, want);
+        if (c->num_in == 2 && strcmp(c->row, "sum_to") != 0) {
+            check_same_nan_aware(got, want, n, elem, ctx);
+        } else {
+            /* |GPU - CPU| <= 4 eps (|sum| + 1) * terms per element: both within 2 eps of the exact sum */
+            int64_t terms = 1;
+            for (int i = 0; i < c->num_in; i++) {
+                int64_t k = (int64_t)in[i].h.numel;
+                terms = k > terms ? k : terms;
+            }
+            terms = n > 0 ? terms / (int64_t)n : 0;
+            const double eps = dt == OPF_F32 ? 1.2e-7 : 2.3e-16;
+            for (size_t i = 0; i < n; i++) {
+                double g = dt == OPF_F32 ? ((float *)got)[i] : ((double *)got)[i];
+                double w = dt == OPF_F32 ? ((float *)want)[i] : ((double *)want)[i];
+                if (!CHECK(fabs(g - w) <= 4 * eps * (double)(terms + 1) * (fabs(w) + 4.0),
+                           "%s: element %zu: GPU %.17g, CPU %.17g", ctx, i, g, w)) {
+                    break;
+                }
+            }
+        }
+        CHECK_TV_GUARDS(&back, "%s", ctx);
+        free(got);
+        free(want);
+    }
+    for (int i = 0; i < c->num_in; i++) {
+        dv_free(&in[i]);
+    }
+    dv_free(&out);
+}
+
+TEST(test_broadcast) {
+    static const bc_case cases[] = {
+        {"add", 2, {{2, {3, 1}, 0}, {2, {1, 4}, 0}}},
+        {"add", 2, {{1, {5}, 0}, {3, {2, 3, 5}, 0}}},
+        {"mul", 2, {{0, {0}, 0}, {2, {7, 17}, 0}}},
+        {"mul", 2, {{3, {64, 1, 33}, 0}, {2, {9, 1}, 0}}},
+        {"add", 2, {{2, {0, 4}, 0}, {1, {4}, 0}}},
+        {"sum_to", 2, {{3, {2, 3, 4}, 0}, {2, {3, 1}, 0}}},
+        {"sum_to", 2, {{2, {1000, 33}, 0}, {1, {33}, 0}}},
+        {"sum_to", 2, {{2, {33, 1000}, 0}, {2, {33, 1}, 0}}},
+        {"sum_to", 2, {{1, {100003}, 0}, {0, {0}, 0}}},
+        {"sum_to", 2, {{2, {3, 1}, 0}, {3, {2, 3, 4}, 0}}},
+        {"sum_to", 2, {{2, {0, 3}, 0}, {1, {3}, 0}}},
+        {"mul_grad", 3, {{3, {2, 3, 4}, 0}, {2, {3, 1}, 0}, {1, {4}, 0}}},
+        {"mul_grad", 3, {{2, {3, 1}, 0}, {2, {1, 4}, 0}, {2, {3, 4}, 0}}},
+        {"mul_grad", 3, {{3, {40, 50, 30}, 0}, {1, {30}, 0}, {3, {40, 1, 30}, 0}}},
+    };
+    rng r = rng_seed(1007);
+    static const tv_layout layouts[] = {TV_CONTIG, TV_TRANSPOSED, TV_STEP2, TV_NEGATIVE};
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            for (size_t l = 0; l < (quick ? 1 : sizeof layouts / sizeof layouts[0]); l++) {
+                bc_run(&cases[c], dtypes[d], layouts[l], &r);
+            }
+        }
+    }
+}
 
 /* The activations (activations.c): the CUDA builds compute what the CPU builds
  * compute, bit for bit (FMAs explicit, no contraction, IEEE division). */
@@ -448,7 +565,8 @@ TEST(test_relu_huge) {
 
 const opf_op_table *opforge_op_table(void); /* OPF_EXPORT_OPS in user_ops.c */
 
-static const char *const user_cuda_rows[] = {"mix_max", "clamp_", "lerp_half"};
+static const char *const user_cuda_rows[] = {"mix_max",    "clamp_",    "lerp_half", "rowsum",
+                                             "row_affine", "row_stats", "softmax"};
 
 static const opf_op_def *user_row(const char *name) {
     const opf_op_table *t = opforge_op_table();
@@ -1012,6 +1130,505 @@ TEST(test_stream_capture) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Row kernels: the CUDA builds of OPF_ROW_KERNEL, one thread per row         */
+/* ------------------------------------------------------------------------ */
+
+const opf_op_table *opf_test_myops_table(void); /* examples/ops/myops.c, its OPF_EXPORT_OPS renamed (cuda.mk) */
+
+static const opf_op_def *myops_row(const char *name) {
+    const opf_op_table *t = opf_test_myops_table();
+    const opf_op_def *op = t != NULL ? opf_op_find(t, name) : NULL;
+    if (op == NULL) {
+        fprintf(stderr, "myops row %s missing (%s)\n", name, opf_last_error());
+        exit(2);
+    }
+    return op;
+}
+
+/* Leading dims ("...") of a call and the size of every named row dim. */
+typedef struct row_shape {
+    int32_t batch_rank;
+    int64_t batch[3];
+    int64_t m;
+    int big; /* many rows: the grid-stride loop takes several steps */
+} row_shape;
+
+static const row_shape row_shapes[] = {
+    {0, {0}, 1, 0},        {0, {0}, 100, 0},  {1, {1}, 7, 0},    {1, {5}, 0, 0},
+    {1, {0}, 5, 0},        {1, {6}, 33, 0},   {2, {3, 4}, 7, 0}, {2, {4, 1}, 31, 0},
+    {3, {2, 1, 3}, 17, 0}, {2, {0, 3}, 0, 0}, {2, {3, 2}, 0, 0}, {1, {10007}, 3, 1},
+};
+
+/* Layouts of the batched inputs, the inputs without "..." and the outputs;
+ * byte_offset (elements) and device shift of every view. */
+typedef struct row_config {
+    const char *name;
+    tv_layout in, whole, out;
+    int offset, shift;
+} row_config;
+
+static const row_config row_configs[] = {
+    {"contiguous", TV_CONTIG, TV_CONTIG, TV_CONTIG, 0, 0},
+    {"misaligned-offset", TV_CONTIG_STRIDES, TV_CONTIG_STRIDES, TV_CONTIG_STRIDES, 3, 1},
+    {"transposed-in", TV_TRANSPOSED, TV_NEGATIVE, TV_CONTIG, 0, 0},
+    {"step2-in-out", TV_STEP2, TV_STEP2, TV_STEP2, 1, 2},
+    {"negative-in-transposed-out", TV_NEGATIVE, TV_TRANSPOSED, TV_TRANSPOSED, 0, 0},
+    {"broadcast-in-negative-out", TV_BROADCAST, TV_BROADCAST, TV_NEGATIVE, 2, 3},
+};
+
+/* The expected values of one row's outputs from its inputs (as doubles;
+ * an absent input is NULL), and each output element's tolerance: |got -
+ * want| <= tol; a NaN (or infinite) expectation must be matched exactly. */
+typedef void (*row_ref_fn)(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len, double *const *out,
+                           double *const *tol, const int64_t *out_len, const opf_attr_value *attrs);
+
+static double sum_abs(int64_t n, const double *x) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += fabs(x[i]);
+    }
+    return s;
+}
+
+/* Forward error bound of a sum of n terms in dtype dt (any order), plus the
+ * double reference's own. */
+static double sum_tol(opf_dtype dt, int64_t n, const double *x) {
+    return (double)(n + 2) * (unit_roundoff(dt) + 0x1p-53) * sum_abs(n, x);
+}
+
+static void ref_rowsum(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len, double *const *out,
+                       double *const *tol, const int64_t *out_len, const opf_attr_value *attrs) {
+    (void)in_len, (void)out_len, (void)attrs;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += in[0][i];
+    }
+    out[0][0] = s; /* exactly 0 for an empty row */
+    tol[0][0] = sum_tol(dt, n, in[0]);
+}
+
+static void ref_rowsum_grad(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len, double *const *out,
+                            double *const *tol, const int64_t *out_len, const opf_attr_value *attrs) {
+    (void)dt, (void)n, (void)in_len, (void)attrs;
+    for (int64_t i = 0; i < out_len[0]; i++) {
+        out[0][i] = in[0][0];
+        tol[0][i] = 0;
+    }
+}
+
+static void ref_row_affine(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len, double *const *out,
+                           double *const *tol, const int64_t *out_len, const opf_attr_value *attrs) {
+    (void)in_len, (void)out_len;
+    const double shift = dt == OPF_F32 ? (double)(float)attrs[0].f : attrs[0].f;
+    for (int64_t i = 0; i < n; i++) {
+        const double p = in[0][i] * in[1][i], b = in[2] != NULL ? in[2][i] : 0.0;
+        out[0][i] = p + b + shift;
+        tol[0][i] = 4 * unit_roundoff(dt) * (fabs(p) + fabs(b) + fabs(shift));
+    }
+}
+
+static void ref_row_stats(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len, double *const *out,
+                          double *const *tol, const int64_t *out_len, const opf_attr_value *attrs) {
+    (void)in_len, (void)out_len, (void)attrs;
+    double s = 0, m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        s += in[0][i];
+        m = in[0][i] > m ? in[0][i] : m;
+    }
+    out[0][0] = n > 0 ? s / (double)n : NAN; /* 0 / 0 */
+    tol[0][0] =
+        n > 0 ? (sum_tol(dt, n, in[0]) + 2 * unit_roundoff(dt) * sum_abs(n, in[0])) / (double)n : 0; /* and / n */
+    out[1][0] = m; /* -inf for an empty row */
+    tol[1][0] = 0;
+}
+
+static void ref_softmax(opf_dtype dt, int64_t n, const double *const *in, const int64_t *in_len, double *const *out,
+                        double *const *tol, const int64_t *out_len, const opf_attr_value *attrs) {
+    (void)in_len, (void)out_len, (void)attrs;
+    double m = -INFINITY, s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        m = in[0][i] > m ? in[0][i] : m;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        s += exp(in[0][i] - m);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        out[0][i] = exp(in[0][i] - m) / s;
+        /* opf_exp within a few ulp per term, the sum within n ulp, two roundings more */
+        tol[0][i] = (double)(2 * n + 16) * unit_roundoff(dt) * out[0][i] + 1e-300;
+    }
+}
+
+/* The shape of input i of `op` for a row_shape: its leading dims, then m
+ * for each of its own dims (a literal size where the signature has one). */
+static int32_t row_input_shape(const opf_op_def *op, int32_t i, const row_shape *s, int64_t *shape) {
+    const opf_arg_def *a = &op->inputs[i];
+    int32_t lead = 0, own = 1;
+    if (a->flags & OPF_ARG_BATCHED) {
+        lead = s->batch_rank;
+        own = a->core_dims;
+    } else {
+        for (int32_t c = 0; c < op->num_checks; c++) {
+            if (op->checks[c].kind == OPF_CHECK_RANK && op->checks[c].a == i) {
+                own = op->checks[c].rank;
+            }
+        }
+    }
+    for (int32_t d = 0; d < lead; d++) {
+        shape[d] = s->batch[d];
+    }
+    for (int32_t d = lead; d < lead + own; d++) {
+        shape[d] = s->m;
+    }
+    for (int32_t c = 0; c < op->num_checks; c++) {
+        const opf_check *k = &op->checks[c];
+        if (k->kind == OPF_CHECK_DIM_IS && k->a == i) {
+            shape[k->a_dim < 0 ? k->a_dim + lead + own : k->a_dim] = k->rank;
+        }
+    }
+    return lead + own;
+}
+
+/* Row r of a C-ordered array of `len`-element rows, or the whole array for
+ * an argument without "..." (batched == 0). */
+static const double *row_of(const double *v, int batched, int64_t r, int64_t len) {
+    return v == NULL ? NULL : v + (batched ? r * len : 0);
+}
+
+/* One call of a row op on the device: the outputs against the same call on
+ * the CPU (the same bits, NaN-aware), the guard bytes around every view, the
+ * inputs left alone, and, with `ref` (uniform inputs), against the scalar
+ * reference within its tolerance. `skip` has bit i set to leave optional
+ * input i absent. */
+static void row_case(const opf_op_def *op, opf_dtype dt, const row_shape *s, const row_config *c,
+                     const opf_attr_value *attrs, unsigned skip, int special, row_ref_fn ref, rng *r) {
+    char ctx[320], shape_str[96];
+    int64_t batch_shape[3] = {s->batch[0], s->batch[1], s->batch[2]};
+    snprintf(ctx, sizeof ctx, "%s %s batch %s M=%lld %s%s%s", op->name, dtype_str(dt),
+             fmt_shape(shape_str, sizeof shape_str, s->batch_rank, batch_shape), (long long)s->m, c->name,
+             skip ? " (optional inputs absent)" : "", special ? " specials" : "");
+    const int32_t ni = op->num_inputs, no = op->num_outputs;
+    dview in[OPF_MAX_ARGS], out[OPF_MAX_ARGS];
+    unsigned char *snap[OPF_MAX_ARGS] = {NULL};
+    const opf_tensor *gin[OPF_MAX_ARGS] = {NULL}, *hin[OPF_MAX_ARGS] = {NULL};
+    const opf_tensor *gout[OPF_MAX_ARGS] = {NULL}, *hout[OPF_MAX_ARGS] = {NULL};
+    for (int32_t i = 0; i < ni; i++) {
+        if ((skip >> i) & 1) {
+            continue;
+        }
+        int64_t shape[OPF_MAX_RANK];
+        int32_t ndim = row_input_shape(op, i, s, shape);
+        tv_layout layout = (op->inputs[i].flags & OPF_ARG_BATCHED) ? c->in : c->whole;
+        dv_make(&in[i], dt, ndim, shape, layout, c->offset, c->shift);
+        tv_fill(&in[i].h, r, special, NULL);
+        dv_upload(&in[i]);
+        snap[i] = xmalloc(in[i].h.alloc_bytes);
+        memcpy(snap[i], in[i].h.alloc, in[i].h.alloc_bytes);
+        gin[i] = &in[i].t;
+        hin[i] = &in[i].h.t;
+    }
+    for (int32_t o = 0; o < no; o++) {
+        int32_t ndim;
+        int64_t shape[OPF_MAX_RANK];
+        opf_status st = opf_op_infer_shape(op, hin, o, &ndim, shape);
+        if (!CHECK(st == OPF_OK, "%s: no shape for output %d (%s); give the row a test of its own", ctx, (int)o,
+                   opf_last_error())) {
+            exit(1);
+        }
+        dv_make(&out[o], dt, ndim, shape, c->out, c->offset, c->shift);
+        dv_upload(&out[o]);
+        gout[o] = &out[o].t;
+        hout[o] = &out[o].h.t;
+    }
+    opf_status gst = opf_op_run_cuda(op, gin, gout, attrs, stream);
+    char msg[512];
+    last_error_copy(msg, sizeof msg);
+    opf_status cst = opf_op_run(op, hin, hout, attrs);
+    CHECK(cst == OPF_OK, "%s: CPU status %s (%s)", ctx, opf_status_name(cst), opf_last_error());
+    if (CHECK(gst == OPF_OK, "%s: GPU status %s (%s)", ctx, opf_status_name(gst), msg)) {
+        sync_stream();
+        double *got[OPF_MAX_ARGS] = {NULL};
+        for (int32_t o = 0; o < no; o++) {
+            size_t n = out[o].h.numel, elem = out[o].h.elem;
+            unsigned char *g = xcalloc(n, elem), *w = xcalloc(n, elem);
+            tview back = dv_download(&out[o]);
+            tv_gather(&back, g);
+            tv_gather(&out[o].h, w);
+            char octx[400];
+            snprintf(octx, sizeof octx, "%s: output %s vs the CPU", ctx, op->outputs[o].name);
+            check_same_nan_aware(g, w, n, elem, octx);
+            CHECK_TV_GUARDS(&back, "%s", octx);
+            got[o] = values(&back);
+            free(g);
+            free(w);
+        }
+        for (int32_t i = 0; i < ni; i++) {
+            if (snap[i] != NULL) {
+                tview b = dv_download(&in[i]);
+                CHECK_SAME_BITS(b.alloc, snap[i], in[i].h.alloc_bytes, 1, "%s: input %s modified", ctx,
+                                op->inputs[i].name);
+            }
+        }
+        if (ref != NULL && !special) { /* the scalar reference, row by row */
+            int64_t rows = 1, in_len[OPF_MAX_ARGS] = {0}, out_len[OPF_MAX_ARGS] = {0};
+            for (int32_t d = 0; d < s->batch_rank; d++) {
+                rows *= s->batch[d];
+            }
+            double *iv[OPF_MAX_ARGS] = {NULL}, *want[OPF_MAX_ARGS], *tol[OPF_MAX_ARGS];
+            for (int32_t i = 0; i < ni; i++) {
+                if (gin[i] != NULL) {
+                    iv[i] = values(&in[i].h);
+                    const int batched = (op->inputs[i].flags & OPF_ARG_BATCHED) != 0;
+                    in_len[i] = batched ? (rows > 0 ? (int64_t)in[i].h.numel / rows : 0) : (int64_t)in[i].h.numel;
+                }
+            }
+            for (int32_t o = 0; o < no; o++) {
+                out_len[o] = rows > 0 ? (int64_t)out[o].h.numel / rows : 0;
+                want[o] = xcalloc(out[o].h.numel + 1, sizeof(double));
+                tol[o] = xcalloc(out[o].h.numel + 1, sizeof(double));
+            }
+            for (int64_t row_i = 0; row_i < rows; row_i++) {
+                const double *ri[OPF_MAX_ARGS];
+                double *ro[OPF_MAX_ARGS], *rt[OPF_MAX_ARGS];
+                for (int32_t i = 0; i < ni; i++) {
+                    ri[i] = row_of(iv[i], (op->inputs[i].flags & OPF_ARG_BATCHED) != 0, row_i, in_len[i]);
+                }
+                for (int32_t o = 0; o < no; o++) {
+                    ro[o] = want[o] + row_i * out_len[o];
+                    rt[o] = tol[o] + row_i * out_len[o];
+                }
+                ref(dt, in_len[0], ri, in_len, ro, rt, out_len, attrs);
+            }
+            for (int32_t o = 0; o < no; o++) {
+                for (size_t k = 0; k < out[o].h.numel; k++) {
+                    const double g = got[o][k], w = want[o][k];
+                    const int ok = (isnan(w) || isinf(w)) ? (isnan(w) ? isnan(g) : g == w) : fabs(g - w) <= tol[o][k];
+                    if (!CHECK(ok, "%s: output %s element %zu: %.17g, expected %.17g (tolerance %.3g)", ctx,
+                               op->outputs[o].name, k, g, w, tol[o][k])) {
+                        break;
+                    }
+                }
+                free(want[o]);
+                free(tol[o]);
+            }
+            for (int32_t i = 0; i < ni; i++) {
+                free(iv[i]);
+            }
+        }
+        for (int32_t o = 0; o < no; o++) {
+            free(got[o]);
+        }
+    }
+    for (int32_t i = 0; i < ni; i++) {
+        free(snap[i]);
+        if (gin[i] != NULL) {
+            dv_free(&in[i]);
+        }
+    }
+    for (int32_t o = 0; o < no; o++) {
+        dv_free(&out[o]);
+    }
+}
+
+/* Every shape and layout of a row op, both dtypes, special and uniform
+ * values, with its optional inputs present and (once) absent. */
+static void test_row_op(const opf_op_def *op, const opf_attr_value *attrs, row_ref_fn ref, uint64_t seed) {
+    rng r = rng_seed(seed);
+    unsigned optional = 0;
+    for (int32_t i = 0; i < op->num_inputs; i++) {
+        optional |= (op->inputs[i].flags & OPF_ARG_OPTIONAL) ? 1u << i : 0u;
+    }
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        for (size_t si = 0; si < sizeof row_shapes / sizeof row_shapes[0]; si++) {
+            for (size_t ci = 0; ci < sizeof row_configs / sizeof row_configs[0]; ci++) {
+                const row_shape *s = &row_shapes[si];
+                if ((s->big || quick) && ci != 0 && ci != 3) {
+                    continue;
+                }
+                for (int special = 0; special < 2; special++) {
+                    row_case(op, dtypes[d], s, &row_configs[ci], attrs, 0, special, ref, &r);
+                }
+                if (optional != 0) {
+                    row_case(op, dtypes[d], s, &row_configs[ci], attrs, optional, 0, ref, &r);
+                }
+            }
+        }
+    }
+}
+
+TEST(test_user_rowsum) { test_row_op(user_row("rowsum"), NULL, ref_rowsum, 3000); }
+TEST(test_user_row_affine) {
+    opf_attr_value shift[1] = {{.f = 0.375}};
+    test_row_op(user_row("row_affine"), shift, ref_row_affine, 3001);
+}
+TEST(test_user_row_stats) { test_row_op(user_row("row_stats"), NULL, ref_row_stats, 3002); }
+TEST(test_user_softmax) { test_row_op(user_row("softmax"), NULL, ref_softmax, 3003); }
+TEST(test_myops_rowsum) { test_row_op(myops_row("rowsum"), NULL, ref_rowsum, 3004); }
+TEST(test_myops_rowsum_grad) { test_row_op(myops_row("rowsum_grad"), NULL, ref_rowsum_grad, 3005); }
+
+/* Built-in row ops (those whose declaration names an OPF_ROW_KERNEL): each
+ * against its CPU build on every shape and layout, default attributes. Their
+ * scalar references live with the CPU tests of each op. */
+static int builtin_row_kernel(const opf_op_def *op) { return op->row != NULL && op->row->cuda != NULL; }
+
+TEST(test_builtin_row_ops) {
+    const opf_op_table *t = opf_builtin_ops();
+    for (int64_t i = 0; i < t->num_ops; i++) {
+        if (builtin_row_kernel(t->ops[i])) {
+            test_row_op(t->ops[i], NULL, NULL, 3100 + (uint64_t)i);
+        }
+    }
+}
+
+/* opf_op_run_cuda runs a row's own compute_cuda when it names one, else the
+ * CUDA build of its row kernel (also for a row written out by hand, whose
+ * compute_cuda is NULL); a row kernel without a CUDA build is refused. */
+static int own_calls;
+static opf_status own_rowsum_cuda(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                  const opf_attr_value *attrs, void *s) {
+    (void)inputs, (void)outputs, (void)attrs, (void)s;
+    own_calls++;
+    return OPF_OK;
+}
+
+TEST(test_row_dispatch) {
+    const opf_op_def *rowsum = user_row("rowsum");
+    int64_t xs[2] = {3, 4}, ys[1] = {3};
+    dview x, y;
+    dv_make(&x, OPF_F64, 2, xs, TV_CONTIG, 0, 0);
+    dv_make(&y, OPF_F64, 1, ys, TV_CONTIG, 0, 0);
+    rng r = rng_seed(4);
+    tv_fill(&x.h, &r, 0, NULL);
+    dv_upload(&x);
+    const opf_tensor *in[1] = {&x.t}, *out[1] = {&y.t};
+
+    opf_op_def own = *rowsum;
+    own.compute_cuda = own_rowsum_cuda;
+    own_calls = 0;
+    CHECK_OK(opf_op_run_cuda(&own, in, out, NULL, stream), "own compute_cuda");
+    CHECK(own_calls == 1, "the row's own compute_cuda ran %d times", own_calls);
+
+    opf_op_def by_hand = *rowsum;
+    by_hand.compute_cuda = NULL;
+    CHECK_OK(opf_op_run_cuda(&by_hand, in, out, NULL, stream), "hand-written row");
+    sync_stream();
+    tview back = dv_download(&y);
+    for (int64_t i = 0; i < 3; i++) {
+        double want = 0, got;
+        for (int64_t j = 0; j < 4; j++) {
+            want += elem_at(&x.h, (size_t)(i * 4 + j));
+        }
+        got = elem_at(&back, (size_t)i);
+        CHECK(fabs(got - want) <= 1e-15, "hand-written row %lld: %g, expected %g", (long long)i, got, want);
+    }
+
+    opf_row_kernel cpu_only = *rowsum->row;
+    cpu_only.cuda = NULL;
+    by_hand.row = &cpu_only;
+    opf_status st = opf_op_run_cuda(&by_hand, in, out, NULL, stream);
+    CHECK(st == OPF_E_UNSUPPORTED, "a row kernel without a CUDA build: %s (%s)", opf_status_name(st), opf_last_error());
+    CHECK_CONTAINS(opf_last_error(), "cudaops.rowsum");
+    CHECK_CONTAINS(opf_last_error(), "no CUDA kernel");
+
+    /* a CPU tensor, two devices, a device that does not exist */
+    st = opf_op_run_cuda(rowsum, (const opf_tensor *[]){&x.h.t}, out, NULL, stream);
+    CHECK(st == OPF_E_DEVICE, "rowsum, CPU input: %s (%s)", opf_status_name(st), opf_last_error());
+    opf_tensor y1 = y.t;
+    y1.device.id = 1;
+    st = opf_op_run_cuda(rowsum, in, (const opf_tensor *[]){&y1}, NULL, stream);
+    CHECK(st == OPF_E_DEVICE, "rowsum, two devices: %s (%s)", opf_status_name(st), opf_last_error());
+    opf_tensor xn = x.t, yn = y.t;
+    xn.device.id = yn.device.id = device_count + 3;
+    st = opf_op_run_cuda(rowsum, (const opf_tensor *[]){&xn}, (const opf_tensor *[]){&yn}, NULL, stream);
+    CHECK(st == OPF_E_DEVICE, "rowsum, missing device: %s (%s)", opf_status_name(st), opf_last_error());
+    CHECK_CONTAINS(opf_last_error(), "cudaops.rowsum");
+    CHECK(cudaGetLastError() == cudaSuccess, "the library left a CUDA error behind");
+    dv_free(&x);
+    dv_free(&y);
+}
+
+/* Row ops, with their gathers, scatters and scratch, captured into a graph
+ * in global mode (no launch on the legacy stream, no synchronization),
+ * replayed twice, and checked against the scalar references. */
+TEST(test_row_stream_capture) {
+    const opf_op_def *rowsum = user_row("rowsum"), *affine = user_row("row_affine"), *softmax = user_row("softmax");
+    for (size_t d = 0; d < 2; d++) {
+        opf_dtype dt = dtypes[d];
+        int64_t xs[2] = {9, 13}, ws[1] = {13}, ys[1] = {9};
+        rng r = rng_seed(31);
+        dview x, w, sum, aff, soft;
+        dv_make(&x, dt, 2, xs, TV_TRANSPOSED, 0, 0); /* gathered */
+        dv_make(&w, dt, 1, ws, TV_NEGATIVE, 0, 0);   /* gathered once */
+        dv_make(&sum, dt, 1, ys, TV_STEP2, 0, 0);
+        dv_make(&aff, dt, 2, xs, TV_CONTIG, 0, 0);
+        dv_make(&soft, dt, 2, xs, TV_STEP2, 0, 0); /* scattered */
+        tv_fill(&x.h, &r, 0, NULL);
+        tv_fill(&w.h, &r, 0, NULL);
+        dview *all[] = {&x, &w, &sum, &aff, &soft};
+        for (int i = 0; i < 5; i++) {
+            dv_upload(all[i]);
+        }
+        opf_attr_value shift[1] = {{.f = -2.5}};
+        cudaGraph_t graph = NULL;
+        CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        opf_status st0 =
+            opf_op_run_cuda(rowsum, (const opf_tensor *[]){&x.t}, (const opf_tensor *[]){&sum.t}, NULL, stream);
+        opf_status st1 = opf_op_run_cuda(affine, (const opf_tensor *[]){&x.t, &w.t, NULL},
+                                         (const opf_tensor *[]){&aff.t}, shift, stream);
+        opf_status st2 =
+            opf_op_run_cuda(softmax, (const opf_tensor *[]){&x.t}, (const opf_tensor *[]){&soft.t}, NULL, stream);
+        cudaError_t err = cudaStreamEndCapture(stream, &graph);
+        CHECK(st0 == OPF_OK && st1 == OPF_OK && st2 == OPF_OK, "%s: %s, %s, %s (%s)", dtype_str(dt),
+              opf_status_name(st0), opf_status_name(st1), opf_status_name(st2), opf_last_error());
+        if (CHECK(err == cudaSuccess, "%s: stream capture failed: %s", dtype_str(dt), cudaGetErrorString(err))) {
+            cudaGraphExec_t exec;
+            CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+            for (int replay = 0; replay < 2; replay++) {
+                CUDA_OK(cudaGraphLaunch(exec, stream));
+            }
+            sync_stream();
+            CUDA_OK(cudaGraphExecDestroy(exec));
+            CUDA_OK(cudaGraphDestroy(graph));
+            double *xv = values(&x.h), *wv = values(&w.h);
+            tview bs = dv_download(&sum), ba = dv_download(&aff), bsoft = dv_download(&soft);
+            double *gs = values(&bs), *ga = values(&ba), *gsoft = values(&bsoft);
+            for (int64_t i = 0; i < 9; i++) {
+                const double *xr = xv + i * 13;
+                double want[13], tol[13];
+                double *o[1] = {want}, *t[1] = {tol};
+                const double *ins[3] = {xr, wv, NULL};
+                int64_t in_len[3] = {13, 13, 0}, one[1] = {1}, row[1] = {13};
+                ref_rowsum(dt, 13, ins, in_len, o, t, one, NULL);
+                CHECK(fabs(gs[i] - want[0]) <= tol[0], "captured rowsum %s row %lld: %g, expected %g", dtype_str(dt),
+                      (long long)i, gs[i], want[0]);
+                ref_row_affine(dt, 13, ins, in_len, o, t, row, shift);
+                for (int j = 0; j < 13; j++) {
+                    CHECK(fabs(ga[i * 13 + j] - want[j]) <= tol[j], "captured row_affine %s [%lld,%d]", dtype_str(dt),
+                          (long long)i, j);
+                }
+                ref_softmax(dt, 13, ins, in_len, o, t, row, NULL);
+                for (int j = 0; j < 13; j++) {
+                    CHECK(fabs(gsoft[i * 13 + j] - want[j]) <= tol[j], "captured softmax %s [%lld,%d]", dtype_str(dt),
+                          (long long)i, j);
+                }
+            }
+            CHECK_TV_GUARDS(&bsoft, "captured softmax %s", dtype_str(dt));
+            CHECK_TV_GUARDS(&bs, "captured rowsum %s", dtype_str(dt));
+            free(xv);
+            free(wv);
+            free(gs);
+            free(ga);
+            free(gsoft);
+        } else {
+            (void)cudaGetLastError();
+        }
+        for (int i = 0; i < 5; i++) {
+            dv_free(all[i]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Errors and the device guard                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -1086,6 +1703,9 @@ TEST(test_rows_covered) {
                                          "relu_grad",
                                          "scale",
                                          "add",
+                                         "mul",
+                                         "sum_to",
+                                         "mul_grad",
                                          "dense",
                                          "dense_grad",
                                          "gelu",
@@ -1105,7 +1725,7 @@ TEST(test_rows_covered) {
         if (t->ops[i]->compute_cuda == NULL) {
             continue;
         }
-        int found = 0;
+        int found = builtin_row_kernel(t->ops[i]); /* test_builtin_row_ops */
         for (size_t j = 0; j < sizeof tested / sizeof tested[0]; j++) {
             found = found || strcmp(tested[j], t->ops[i]->name) == 0;
         }
@@ -1119,6 +1739,22 @@ TEST(test_rows_covered) {
         }
         CHECK(found == (u->ops[i]->compute_cuda != NULL), "user row %s: CUDA kernel %s, tested %s", u->ops[i]->name,
               u->ops[i]->compute_cuda != NULL ? "yes" : "no", found ? "yes" : "no");
+    }
+}
+
+/* Every row of examples/ops/myops.c has a CUDA build, and its row ops are
+ * tested above (its elementwise ones are the tutorial's, tested by the
+ * adapters' GPU tests). */
+TEST(test_myops_covered) {
+    const opf_op_table *t = opf_test_myops_table();
+    if (!CHECK(t != NULL, "myops does not resolve: %s", opf_last_error())) {
+        return;
+    }
+    for (int64_t i = 0; i < t->num_ops; i++) {
+        const opf_op_def *op = t->ops[i];
+        CHECK(op->compute_cuda != NULL, "myops.%s has no CUDA kernel", op->name);
+        CHECK(op->row == NULL || strcmp(op->name, "rowsum") == 0 || strcmp(op->name, "rowsum_grad") == 0,
+              "myops.%s: a row op test_cuda.c does not test", op->name);
     }
 }
 
@@ -1142,8 +1778,8 @@ TEST(test_rows_covered) {
     }
 
 TEST(test_cuda_builds_present) {
-    static const char *const builtin[] = {"relu", "relu_", "relu_grad", "scale", "add",
-                                          "gelu", "silu",  "sigmoid",   "tanh"};
+    static const char *const builtin[] = {"relu",   "relu_",    "relu_grad", "scale", "add",     "mul",
+                                          "sum_to", "mul_grad", "gelu",      "silu",  "sigmoid", "tanh"};
     const opf_op_table *t = opf_builtin_ops();
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
         const opf_op_def *op = opf_op_find(t, builtin[i]);
@@ -1157,11 +1793,25 @@ TEST(test_cuda_builds_present) {
     CHECK_OK(opf_op_table_validate(u), "user table");
     for (size_t i = 0; i < sizeof user_cuda_rows / sizeof user_cuda_rows[0]; i++) {
         const opf_op_def *op = opf_op_find(u, user_cuda_rows[i]);
-        CHECK(op != NULL && op->eltwise != NULL && op->eltwise->cuda != NULL && op->compute_cuda != NULL,
-              "user row %s: no CUDA build of its kernel", user_cuda_rows[i]);
+        const int built = op != NULL && ((op->eltwise != NULL && op->eltwise->cuda != NULL) ||
+                                         (op->row != NULL && op->row->cuda != NULL));
+        CHECK(built && op->compute_cuda != NULL, "user row %s: no CUDA build of its kernel", user_cuda_rows[i]);
     }
-    const opf_op_def *rowsum = opf_op_find(u, "rowsum");
-    CHECK(rowsum != NULL && rowsum->row != NULL && rowsum->compute_cuda == NULL, "user row rowsum");
+    /* every built-in row kernel was compiled by nvcc (cuda.mk's CUDA_AUTHORED_SRC) */
+    for (int64_t i = 0; i < t->num_ops; i++) {
+        const opf_op_def *op = t->ops[i];
+        CHECK(op->row == NULL || (op->row->cuda != NULL && op->compute_cuda != NULL),
+              "built-in %s: no CUDA build of its row kernel", op->name);
+    }
+    const opf_op_table *m = opf_test_myops_table();
+    if (CHECK(m != NULL, "myops does not resolve: %s", opf_last_error())) {
+        CHECK_OK(opf_op_table_validate(m), "myops table");
+        for (int64_t i = 0; i < m->num_ops; i++) {
+            const opf_op_def *op = m->ops[i];
+            const int built = op->eltwise != NULL ? op->eltwise->cuda != NULL : op->row->cuda != NULL;
+            CHECK(built && op->compute_cuda != NULL, "myops.%s: no CUDA build of its kernel", op->name);
+        }
+    }
 }
 
 TEST(test_user_ops_cpu) {
@@ -1249,7 +1899,7 @@ static int run_gpu_tests(void) {
     emulated = strcmp(prop.name, "opforge CUDA emulator") == 0;
     printf("test_cuda: %d device(s); device 0: %s (sm_%d%d, %d SMs)%s%s\n", device_count, prop.name, prop.major,
            prop.minor, prop.multiProcessorCount, quick ? "; quick set (OPFORGE_TEST_QUICK)" : "",
-           emulated ? "; elementwise only" : "");
+           emulated ? "; elementwise and row ops only" : "");
     fflush(stdout);
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     RUN_TEST(test_rows_covered);
@@ -1258,12 +1908,25 @@ static int run_gpu_tests(void) {
     RUN_TEST(test_relu_grad);
     RUN_TEST(test_scale);
     RUN_TEST(test_add);
+    RUN_TEST(test_mul);
+    RUN_TEST(test_sum_to_same_shape);
+    RUN_TEST(test_broadcast);
     RUN_TEST(test_activations);
     RUN_TEST(test_relu_huge);
     RUN_TEST(test_user_mix_max);
     RUN_TEST(test_user_clamp_inplace);
     RUN_TEST(test_user_lerp_half);
     RUN_TEST(test_user_stream_capture);
+    RUN_TEST(test_myops_covered);
+    RUN_TEST(test_user_rowsum);
+    RUN_TEST(test_user_row_affine);
+    RUN_TEST(test_user_row_stats);
+    RUN_TEST(test_user_softmax);
+    RUN_TEST(test_myops_rowsum);
+    RUN_TEST(test_myops_rowsum_grad);
+    RUN_TEST(test_builtin_row_ops);
+    RUN_TEST(test_row_dispatch);
+    RUN_TEST(test_row_stream_capture);
     if (!emulated) {
         RUN_TEST(test_dense);
         RUN_TEST(test_dense_nan_inf);

@@ -4,11 +4,14 @@
  * shared library linked against libopforge.so; this program loads it the
  * way the adapters do (dlopen, then the symbol opforge_op_table) and checks:
  *
- *   - the table resolves and validates; every elementwise row has the CUDA
- *     build of its kernel and a compute_cuda (what the adapters look at);
+ *   - the table resolves and validates; every row (elementwise or row-wise)
+ *     has the CUDA build of its kernel and a compute_cuda (what the adapters
+ *     look at);
  *   - the CPU builds (compiled by nvcc's host compiler) compute what C does;
  *   - with a CUDA device: the rows on CUDA tensors (contiguous, strided, in
- *     place) on a stream of this program give the CPU's bits. The library
+ *     place; row ops with rows gathered and scattered by libopforge's
+ *     kernels around the library's own) on a stream of this program give
+ *     the CPU's bits. The library
  *     carries its own copy of the CUDA runtime, as a user's does, while
  *     libopforge (another copy) makes the device current and plans the
  *     launches: the two must work together.
@@ -39,12 +42,9 @@ TEST(test_table) {
     CHECK(strcmp(table->name, "cudaops") == 0, "table name %s", table->name);
     for (int64_t i = 0; i < table->num_ops; i++) {
         const opf_op_def *op = table->ops[i];
-        if (op->eltwise != NULL) {
-            CHECK(op->eltwise->cuda != NULL, "%s: its kernel has no CUDA build", op->name);
-            CHECK(op->compute_cuda != NULL, "%s: no compute_cuda", op->name);
-        } else {
-            CHECK(op->compute_cuda == NULL, "%s: a row kernel with a compute_cuda", op->name);
-        }
+        const int built = op->eltwise != NULL ? op->eltwise->cuda != NULL : op->row != NULL && op->row->cuda != NULL;
+        CHECK(built, "%s: its kernel has no CUDA build", op->name);
+        CHECK(op->compute_cuda != NULL, "%s: no compute_cuda", op->name);
     }
 }
 
@@ -149,6 +149,31 @@ TEST(test_gpu) {
     same_f32(back, mix, n, "mix");
     CUDA_OK(cudaMemcpy(back, d_hi, sizeof hi, cudaMemcpyDeviceToHost));
     same_f32(back, hi, 2 * n, "hi (and the elements between)");
+
+    /* Row ops: rowsum of the reversed b (its rows gathered into scratch by
+     * libopforge, summed by the library's kernel) into every other element
+     * of hi; softmax of a into the transposed mix (computed in scratch,
+     * scattered by libopforge). */
+    int64_t rows_shape[1] = {ROWS}, rows_step2[1] = {2}, cols_first[2] = {1, ROWS};
+    opf_tensor hs = opf_tensor_make(hi, OPF_F32, 1, rows_shape), ds = hs, hsm = hm, dsm = dm;
+    hs.strides = ds.strides = rows_step2;
+    ds.data = d_hi;
+    ds.device.type = OPF_DEVICE_CUDA;
+    hsm.strides = dsm.strides = cols_first;
+    const opf_op_def *rowsum = find("rowsum"), *softmax = find("softmax");
+    const opf_tensor *grs_in[1] = {&db}, *grs_out[1] = {&ds}, *hrs_in[1] = {&hb}, *hrs_out[1] = {&hs};
+    const opf_tensor *gsm_in[1] = {&da}, *gsm_out[1] = {&dsm}, *hsm_in[1] = {&ha}, *hsm_out[1] = {&hsm};
+    st = opf_op_run_cuda(rowsum, grs_in, grs_out, NULL, stream);
+    CHECK(st == OPF_OK, "rowsum on CUDA: %s (%s)", opf_status_name(st), opf_last_error());
+    st = opf_op_run_cuda(softmax, gsm_in, gsm_out, NULL, stream);
+    CHECK(st == OPF_OK, "softmax on CUDA: %s (%s)", opf_status_name(st), opf_last_error());
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CHECK(opf_op_run(rowsum, hrs_in, hrs_out, NULL) == OPF_OK, "rowsum on CPU: %s", opf_last_error());
+    CHECK(opf_op_run(softmax, hsm_in, hsm_out, NULL) == OPF_OK, "softmax on CPU: %s", opf_last_error());
+    CUDA_OK(cudaMemcpy(back, d_hi, sizeof hi, cudaMemcpyDeviceToHost));
+    same_f32(back, hi, 2 * n, "rowsum (and the elements between)");
+    CUDA_OK(cudaMemcpy(back, d_mix, sizeof mix, cudaMemcpyDeviceToHost));
+    same_f32(back, mix, n, "softmax");
 
     CUDA_OK(cudaStreamDestroy(stream));
     CUDA_OK(cudaFree(d_a));

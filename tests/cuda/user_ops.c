@@ -9,8 +9,14 @@
  *             (a multiply-add, which -fmad=false keeps in two roundings),
  *             hi = maximum(a, b) (NaN propagates)
  *   clamp_:   one input written in place, two attributes
- *   rowsum:   a row kernel (CPU only), to show that the rest of a file of ops
- *             compiles as CUDA C++ too
+ * and row kernels, which run on CUDA one thread per row:
+ *   rowsum:     the sum of each row (opf_sum; a dropped axis)
+ *   row_affine: y = x * w + b + shift per row: w[M] and the optional b[M]
+ *               without "..." (the whole tensor to every row), an attribute
+ *   row_stats:  two outputs of dropped axes, mean (opf_sum / n) and max
+ *               (opf_max): an empty row gives NaN and -inf
+ *   softmax:    the tutorial's, with opf_exp and an output updated in place
+ *               in its row (y[i] *= inv)
  */
 #include <opforge.h>
 
@@ -28,12 +34,36 @@ OPF_ELTWISE_KERNEL(clamp, (x), (y), {
 /* A double helper whose result is rounded to T: exact for these inputs. */
 OPF_ELTWISE_KERNEL(lerp_half, (a, b), (y), y = (T)cudaops_lerp((double)a, (double)b, 0.5);)
 OPF_ROW_KERNEL(rowsum, (x), (y), y[0] = opf_sum(n, x);)
+OPF_ROW_KERNEL(row_affine, (x, w, b), (y), {
+    const T shift = (T)attrs[0].f;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = x[i] * w[i] + (b != NULL ? b[i] : (T)0) + shift;
+    }
+})
+OPF_ROW_KERNEL(row_stats, (x), (mean, max), {
+    mean[0] = opf_sum(n, x) / (T)n;
+    max[0] = opf_max(n, x);
+})
+OPF_ROW_KERNEL(softmax, (x), (y), {
+    const T m = opf_max(n, x);
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = opf_exp(x[i] - m);
+    }
+    const T inv = 1 / opf_sum(n, y);
+    for (int64_t i = 0; i < n; i++) {
+        y[i] *= inv;
+    }
+})
 
 static const opf_op_decl cudaops[] = {
     {"mix_max(a, b, *, w: float = 0.25) -> (mix, hi)", .doc = "a + w (b - a) and maximum(a, b).", .eltwise = &mix_max},
     {"clamp_(x!, *, lo: float = -1, hi: float = 1) -> ()", .doc = "x clamped to [lo, hi] in place.", .eltwise = &clamp},
     {"lerp_half(a, b) -> y", .doc = "(a + b) / 2 by a helper.", .eltwise = &lerp_half},
     {"rowsum(x[..., M]) -> y[...]", .doc = "Sum over the last axis.", .row = &rowsum},
+    {"row_affine(x[..., M], w[M], b[M]?, *, shift: float = 0) -> y[..., M]", .doc = "x * w + b + shift, per row.",
+     .row = &row_affine},
+    {"row_stats(x[..., M]) -> (mean[...], max[...])", .doc = "Mean and maximum of each row.", .row = &row_stats},
+    {"softmax(x[..., M]) -> y[..., M]", .doc = "Softmax over the last axis.", .row = &softmax},
     {0},
 };
 OPF_EXPORT_OPS("cudaops", cudaops)

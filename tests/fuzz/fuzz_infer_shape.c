@@ -8,7 +8,8 @@
  * result with OPF_MAX_RANK entries, so that ASan sees any access past them.
  * For the rows it knows, the target checks the status and the inferred shape
  * against the shape rules of the README's table of ops, with an unknown dim
- * agreeing with anything and copied as -1. For any row: a successful call
+ * agreeing with anything and copied as -1 (in a broadcast: unknown unless
+ * another input's size other than 1 fixes it). For any row: a successful call
  * wrote a rank in [0, OPF_MAX_RANK] and nothing past it.
  */
 #include <string.h>
@@ -67,6 +68,35 @@ static void expect_like(expected *e, const input *a, const input *b) {
     }
 }
 
+/* NumPy's broadcast of inputs in[0 .. n) (all usable), dims aligned from the
+ * end: each dim of the result is the one size other than 1 its inputs have
+ * (sizes other than 1 that differ: they do not broadcast), else unknown if
+ * one of them is unknown, else 1. Returns 0 when they do not broadcast. */
+static int expect_broadcast(expected *e, const input *in, int n) {
+    int32_t rank = 0;
+    for (int i = 0; i < n; i++) {
+        rank = in[i].t.ndim > rank ? in[i].t.ndim : rank;
+    }
+    e->ndim = rank;
+    for (int32_t k = 1; k <= rank; k++) {
+        int64_t known = 1;
+        int unknown = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t v = k <= in[i].t.ndim ? in[i].dims[in[i].t.ndim - k] : 1;
+            if (v < 0) {
+                unknown = 1;
+            } else if (v != 1 && known != 1 && v != known) {
+                return 0;
+            } else if (v != 1) {
+                known = v;
+            }
+        }
+        e->count[rank - k] = 1;
+        e->value[rank - k][0] = known != 1 ? known : unknown ? -1 : 1;
+    }
+    return 1;
+}
+
 /* The README's shape rules: returns the statuses allowed (bits) and, when OK
  * is one, the expected shape. `in` are the inputs in the row's order. */
 static unsigned model(const char *name, const input *in, int32_t output, expected *e) {
@@ -82,7 +112,24 @@ static unsigned model(const char *name, const input *in, int32_t output, expecte
     if (strcmp(name, "relu_") == 0) { /* no output */
         return BIT(OPF_E_INVALID);
     }
-    if (strcmp(name, "relu_grad") == 0 || strcmp(name, "add") == 0) { /* inputs of one shape; output like them */
+    if (strcmp(name, "add") == 0 || strcmp(name, "mul") == 0) { /* a and b broadcast; y their broadcast */
+        if (output != 0) {
+            return BIT(OPF_E_INVALID);
+        }
+        return expect_broadcast(e, in, 2) ? BIT(OPF_OK) : BIT(OPF_E_SHAPE);
+    }
+    if (strcmp(name, "sum_to") == 0 || strcmp(name, "mul_grad") == 0) { /* inputs broadcast; output like the last */
+        const int n = strcmp(name, "sum_to") == 0 ? 2 : 3;
+        if (output != 0) {
+            return BIT(OPF_E_INVALID);
+        }
+        if (!expect_broadcast(e, in, n)) {
+            return BIT(OPF_E_SHAPE);
+        }
+        expect_like(e, &in[n - 1], NULL);
+        return BIT(OPF_OK);
+    }
+    if (strcmp(name, "relu_grad") == 0) { /* inputs of one shape; output like them */
         if (output != 0) {
             return BIT(OPF_E_INVALID);
         }
@@ -192,7 +239,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* The rules: with every input usable, the row's verdict for this
      * output; a wrong output index adds INVALID, and the shape checks'
      * verdict still counts (the contract does not order the two). */
-    static const char *const known_rows[] = {"relu", "relu_", "relu_grad", "scale", "add", "dense", "dense_grad"};
+    static const char *const known_rows[] = {"relu",  "relu_",      "relu_grad", "scale",  "add",
+                                             "dense", "dense_grad", "mul",       "sum_to", "mul_grad"};
     int known = 0;
     for (size_t k = 0; k < sizeof known_rows / sizeof known_rows[0]; k++) {
         known |= strcmp(op->name, known_rows[k]) == 0;

@@ -44,9 +44,30 @@ enum {
 #define BIT(status) (1u << (unsigned)(status))
 #define ALL_STATUSES 0x1FFu
 
-typedef enum op_kind { OP_UNKNOWN, OP_RELU, OP_RELU_, OP_RELU_GRAD, OP_SCALE, OP_ADD, OP_DENSE, OP_DENSE_GRAD } op_kind;
+typedef enum op_kind {
+    OP_UNKNOWN,
+    OP_RELU,
+    OP_RELU_,
+    OP_RELU_GRAD,
+    OP_SCALE,
+    OP_ADD,
+    OP_DENSE,
+    OP_DENSE_GRAD,
+    OP_MUL,
+    OP_SUM_TO,
+    OP_MUL_GRAD
+} op_kind;
 
-static const char *const known_rows[] = {NULL, "relu", "relu_", "relu_grad", "scale", "add", "dense", "dense_grad"};
+static const char *const known_rows[] = {NULL,    "relu",       "relu_", "relu_grad", "scale",   "add",
+                                         "dense", "dense_grad", "mul",   "sum_to",    "mul_grad"};
+
+/* Rows whose inputs broadcast together (NumPy's rules); add and mul write
+ * their broadcast, sum_to and mul_grad the sum down to their last input's
+ * shape. */
+static int broadcasting_row(op_kind kind) {
+    return kind == OP_ADD || kind == OP_MUL || kind == OP_SUM_TO || kind == OP_MUL_GRAD;
+}
+static int summing_row(op_kind kind) { return kind == OP_SUM_TO || kind == OP_MUL_GRAD; }
 
 typedef struct arg {
     const char *name;
@@ -144,9 +165,26 @@ static void intended_shapes(call *c, fuzz_reader *r) {
     case OP_RELU_:
     case OP_RELU_GRAD:
     case OP_SCALE:
-    case OP_ADD:
         for (int i = 0; i < c->nargs; i++) {
             set_shape(&c->args[i], rank, base);
+        }
+        break;
+    case OP_ADD:
+    case OP_MUL:
+    case OP_SUM_TO:
+    case OP_MUL_GRAD: /* inputs: the base shape with leading dims dropped and dims set to 1 at random */
+        for (int i = 0; i < c->ninputs; i++) {
+            int32_t drop = fuzz_chance(r, 64) ? (int32_t)fuzz_pick(r, (size_t)rank + 1) : 0;
+            int64_t dims[OPF_MAX_RANK];
+            for (int32_t d = drop; d < rank; d++) {
+                dims[d - drop] = fuzz_chance(r, 64) ? 1 : base[d];
+            }
+            set_shape(&c->args[i], rank - drop, dims);
+        }
+        if (summing_row(c->kind)) { /* the sum has the last input's shape */
+            set_shape(&c->args[c->ninputs], c->args[c->ninputs - 1].t.ndim, c->args[c->ninputs - 1].shape);
+        } else {
+            set_shape(&c->args[c->ninputs], rank, base);
         }
         break;
     case OP_DENSE: /* x [N,K], w [K,M], b [M]; y [N,M] */
@@ -494,6 +532,13 @@ static void enumerate(arg *a, size_t elem) {
     }
 }
 
+/* The broadcast of the shapes of arguments a (rank na) and b into out;
+ * 0 if they do not broadcast together. */
+static int broadcast_shape(int32_t na, const int64_t *a, int32_t nb, const int64_t *b, int32_t *nout, int64_t *out) {
+    *nout = na > nb ? na : nb;
+    return ref_broadcast_shape(na, a, nb, b, out);
+}
+
 static int same_shape(const arg *a, const arg *b) {
     if (a->t.ndim != b->t.ndim) {
         return 0;
@@ -535,8 +580,38 @@ static int shapes_wrong(const call *c) {
     case OP_SCALE: /* x; y like x */ return BOTH(0, 1) && !same_shape(&A[0], &A[1]);
     case OP_RELU_: return 0;
     case OP_RELU_GRAD: /* dy, x of one shape; dx like dy */
-    case OP_ADD:       /* a, b of one shape; y like a */
         return (BOTH(0, 1) && !same_shape(&A[0], &A[1])) || (BOTH(0, 2) && !same_shape(&A[0], &A[2]));
+    case OP_ADD:
+    case OP_MUL:
+    case OP_SUM_TO:
+    case OP_MUL_GRAD: { /* every pair of inputs broadcasts; the output is their broadcast, or the last one's shape */
+        const int n = c->ninputs;
+        int32_t nb = 0;
+        int64_t b[OPF_MAX_RANK + 1];
+        for (int i = 0; i < n; i++) {
+            for (int j = 0; j < i; j++) {
+                int32_t nt;
+                int64_t t[OPF_MAX_RANK + 1];
+                if (BOTH(i, j) && !broadcast_shape(A[i].t.ndim, A[i].shape, A[j].t.ndim, A[j].shape, &nt, t)) {
+                    return 1;
+                }
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            if (!ok[i]) {
+                return 0; /* the output's shape is not known here */
+            }
+            int64_t t[OPF_MAX_RANK + 1];
+            int32_t nt;
+            broadcast_shape(nb, b, A[i].t.ndim, A[i].shape, &nt, t);
+            nb = nt;
+            memcpy(b, t, sizeof(int64_t) * (size_t)nt);
+        }
+        if (!ok[n]) {
+            return 0;
+        }
+        return summing_row(c->kind) ? !same_shape(&A[n], &A[n - 1]) : !shape_is(&A[n], nb, b);
+    }
     case OP_DENSE: { /* x [N,K], w [K,M], b [M]; y [N,M] */
         const int64_t any2[2] = {-1, -1}, any1[1] = {-1};
         if ((ok[0] && !shape_is(&A[0], 2, any2)) || (ok[1] && !shape_is(&A[1], 2, any2)) ||
@@ -581,8 +656,11 @@ static int shapes_wrong(const call *c) {
     return 0;
 }
 
+/* Rows whose output may be exactly an input (an output summed over
+ * broadcast dims never may). */
 static int elementwise_row(op_kind kind) {
-    return kind == OP_RELU || kind == OP_RELU_ || kind == OP_RELU_GRAD || kind == OP_SCALE || kind == OP_ADD;
+    return kind == OP_RELU || kind == OP_RELU_ || kind == OP_RELU_GRAD || kind == OP_SCALE || kind == OP_ADD ||
+           kind == OP_MUL;
 }
 
 /* Aliasing by brute force over arena element indices (every argument is
@@ -757,6 +835,45 @@ static void reference_eltwise(const call *c, const unsigned char *before, unsign
         }
         store(want, out->where[i], e, v);
     }
+}
+
+/* Broadcasting rows, from NumPy's rules written out (tests/c/reference.h):
+ * add and mul in the dtype; sum_to and mul_grad as exact sums (their values
+ * are small dyadic numbers: every order of summation gives the result). */
+static void reference_broadcast(const call *c, const unsigned char *before, unsigned char *want) {
+    const arg *A = c->args, *out = &A[c->ninputs];
+    const size_t e = c->elem;
+    const int f32 = e == 4, n = c->ninputs;
+    int32_t rank = 0;
+    int64_t shape[OPF_MAX_RANK + 1];
+    for (int i = 0; i < n; i++) {
+        int32_t nt;
+        int64_t t[OPF_MAX_RANK + 1];
+        broadcast_shape(rank, shape, A[i].t.ndim, A[i].shape, &nt, t);
+        rank = nt;
+        memcpy(shape, t, sizeof(int64_t) * (size_t)nt);
+    }
+    const int64_t total = product(rank, shape);
+    double *sums = summing_row(c->kind) ? calloc((size_t)(out->numel > 0 ? out->numel : 1), sizeof *sums) : NULL;
+    if (summing_row(c->kind) && sums == NULL) {
+        FUZZ_FAIL("out of memory");
+    }
+    for (int64_t i = 0; i < total; i++) {
+        double v[3];
+        for (int k = 0; k < n; k++) {
+            v[k] = load(before, A[k].where[ref_broadcast_offset(rank, shape, i, A[k].t.ndim, A[k].shape)], e);
+        }
+        switch (c->kind) {
+        case OP_ADD: store(want, out->where[i], e, f32 ? ref_add_f32((float)v[0], (float)v[1]) : v[0] + v[1]); break;
+        case OP_MUL: store(want, out->where[i], e, f32 ? ref_mul_f32((float)v[0], (float)v[1]) : v[0] * v[1]); break;
+        case OP_SUM_TO: sums[ref_broadcast_offset(rank, shape, i, out->t.ndim, out->shape)] += v[0]; break;
+        default: sums[ref_broadcast_offset(rank, shape, i, out->t.ndim, out->shape)] += v[0] * v[1]; break;
+        }
+    }
+    for (int64_t o = 0; sums != NULL && o < out->numel; o++) {
+        store(want, out->where[o], e, sums[o]);
+    }
+    free(sums);
 }
 
 /* Element (i, j) of a 2-d argument. */
@@ -973,7 +1090,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     c.elem = opf_dtype_size(c.dtype);
-    int dense = c.kind == OP_DENSE || c.kind == OP_DENSE_GRAD;
+    /* Sums (dense, and the rows summed over broadcast dims) over small dyadic values: exact in any order. */
+    int dense = c.kind == OP_DENSE || c.kind == OP_DENSE_GRAD || summing_row(c.kind);
     fill_arena(&r, c.dtype, dense);
 
     int runnable;
@@ -1028,8 +1146,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     if (c.kind != OP_UNKNOWN) {
-        if (dense) {
+        if (c.kind == OP_DENSE || c.kind == OP_DENSE_GRAD) {
             reference_dense(&c, before, want);
+        } else if (broadcasting_row(c.kind)) {
+            reference_broadcast(&c, before, want);
         } else {
             reference_eltwise(&c, before, want);
         }

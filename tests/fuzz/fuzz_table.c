@@ -215,9 +215,10 @@ static void make_row(fuzz_row *fr, fuzz_reader *r) {
     op->num_checks = fuzz_chance(r, 200) ? count_value(r) : 0;
     for (int i = 0; i < OPF_MAX_CHECKS; i++) {
         opf_check *c = &op->checks[i];
-        static const opf_check_kind kinds[] = {
-            OPF_CHECK_SAME_SHAPE, OPF_CHECK_RANK,     OPF_CHECK_DIM_EQ,     OPF_CHECK_MIN_RANK,   OPF_CHECK_DIM_IS,
-            OPF_CHECK_BATCH_EQ,   OPF_CHECK_BATCH_EQ, OPF_CHECK_SAME_SHAPE, (opf_check_kind)1000, OPF_CHECK_NONE};
+        static const opf_check_kind kinds[] = {OPF_CHECK_SAME_SHAPE, OPF_CHECK_RANK,       OPF_CHECK_DIM_EQ,
+                                               OPF_CHECK_MIN_RANK,   OPF_CHECK_DIM_IS,     OPF_CHECK_BATCH_EQ,
+                                               OPF_CHECK_BATCH_EQ,   OPF_CHECK_SAME_SHAPE, (opf_check_kind)1000,
+                                               OPF_CHECK_NONE,       OPF_CHECK_BROADCAST,  OPF_CHECK_BROADCAST};
         static const int32_t dims[] = {0, 1, -1, 2, -2, 5, 17, INT32_MIN};
         c->kind = FUZZ_PICK(r, kinds);
         c->a = index_value(r);
@@ -228,8 +229,9 @@ static void make_row(fuzz_row *fr, fuzz_reader *r) {
     }
     for (int o = 0; o < OPF_MAX_ARGS; o++) {
         opf_shape_rule *sr = &op->output_shapes[o];
-        static const opf_shape_kind kinds[] = {OPF_SHAPE_LIKE,  OPF_SHAPE_LIKE, OPF_SHAPE_DIMS,
-                                               OPF_SHAPE_BATCH, OPF_SHAPE_NONE, (opf_shape_kind)1000};
+        static const opf_shape_kind kinds[] = {OPF_SHAPE_LIKE,      OPF_SHAPE_LIKE,  OPF_SHAPE_DIMS,
+                                               OPF_SHAPE_BATCH,     OPF_SHAPE_NONE,  (opf_shape_kind)1000,
+                                               OPF_SHAPE_BROADCAST, OPF_SHAPE_SUM_TO};
         static const int32_t ranks[] = {1, 2, 0, 4, 5, -1};
         static const int32_t dims[] = {0, 1, -1, -2, 3, INT32_MAX};
         sr->kind = FUZZ_PICK(r, kinds);
@@ -300,6 +302,7 @@ static int check_ok(const opf_check *c, int32_t ni) {
     case OPF_CHECK_RANK: return in_range(c->a, ni) && c->rank >= 0 && c->rank <= OPF_MAX_RANK;
     case OPF_CHECK_MIN_RANK: return in_range(c->a, ni) && in_range(c->b, ni) && c->rank >= 0 && c->rank <= OPF_MAX_RANK;
     case OPF_CHECK_SAME_SHAPE:
+    case OPF_CHECK_BROADCAST:
     case OPF_CHECK_DIM_EQ: return in_range(c->a, ni) && in_range(c->b, ni);
     case OPF_CHECK_DIM_IS: return in_range(c->a, ni) && in_range(c->b, ni) && c->rank >= 0;
     case OPF_CHECK_BATCH_EQ:
@@ -310,8 +313,24 @@ static int check_ok(const opf_check *c, int32_t ni) {
 }
 
 static int rule_ok(const opf_shape_rule *sr, int32_t ni) {
-    if (sr->kind == OPF_SHAPE_LIKE) {
+    if (sr->kind == OPF_SHAPE_LIKE || sr->kind == OPF_SHAPE_SUM_TO) {
         return in_range(sr->like, ni);
+    }
+    if (sr->kind == OPF_SHAPE_BROADCAST) { /* 1 to OPF_MAX_RULE_RANK distinct inputs */
+        if (sr->rank < 1 || sr->rank > OPF_MAX_RULE_RANK) {
+            return 0;
+        }
+        for (int32_t d = 0; d < sr->rank; d++) {
+            for (int32_t e = 0; e < d; e++) {
+                if (sr->dims[e].input == sr->dims[d].input) {
+                    return 0;
+                }
+            }
+            if (!in_range(sr->dims[d].input, ni)) {
+                return 0;
+            }
+        }
+        return 1;
     }
     if (sr->kind != OPF_SHAPE_DIMS && sr->kind != OPF_SHAPE_BATCH) {
         return 0;
@@ -331,8 +350,9 @@ static int rule_ok(const opf_shape_rule *sr, int32_t ni) {
     return 1;
 }
 
-/* Whether some check of op makes inputs i and j have the same shape (same = 1)
- * or the same leading dims as batched inputs (same = 0). */
+/* Whether some check of op makes inputs i and j have the same shape (same = 1),
+ * the same leading dims as batched inputs (same = 0), or shapes that
+ * broadcast together or are equal (same = 2). */
 static int linked(const opf_op_def *op, int32_t i, int32_t j, int same) {
     for (int32_t k = 0; k < op->num_checks; k++) {
         const opf_check *c = &op->checks[k];
@@ -341,6 +361,9 @@ static int linked(const opf_op_def *op, int32_t i, int32_t j, int same) {
             continue;
         }
         if (c->kind == OPF_CHECK_SAME_SHAPE && (same || op->inputs[i].core_dims == op->inputs[j].core_dims)) {
+            return 1;
+        }
+        if (same == 2 && c->kind == OPF_CHECK_BROADCAST) {
             return 1;
         }
         if (!same && c->kind == OPF_CHECK_BATCH_EQ && c->a_dim == op->inputs[c->a].core_dims &&
@@ -392,12 +415,32 @@ static int engine_ok(const opf_op_def *op) {
             }
             want[i] = 1;
         }
+        /* Over the broadcast of the inputs: tied by same-shape checks, or
+         * (writing outputs) by broadcast ones too; each output like an input
+         * (inputs of one shape only), the broadcast of all of them (of any
+         * when they have one shape), or summed to an input's shape. */
+        const int same = all_tied(op, want, 1);
+        if (!same && (mutated > 0 || !all_tied(op, want, 2))) {
+            return 0;
+        }
         for (int32_t o = 0; o < op->num_outputs; o++) {
-            if ((op->outputs[o].flags & OPF_ARG_OPTIONAL) || op->output_shapes[o].kind != OPF_SHAPE_LIKE) {
+            const opf_shape_rule *sr = &op->output_shapes[o];
+            int named = 0;
+            for (int32_t i = 0; sr->kind == OPF_SHAPE_BROADCAST && i < op->num_inputs; i++) {
+                for (int32_t d = 0; d < sr->rank; d++) {
+                    if (sr->dims[d].input == i) {
+                        named++;
+                        break;
+                    }
+                }
+            }
+            int shaped = sr->kind == OPF_SHAPE_SUM_TO || (sr->kind == OPF_SHAPE_LIKE && same) ||
+                         (sr->kind == OPF_SHAPE_BROADCAST && (same || named == op->num_inputs));
+            if ((op->outputs[o].flags & OPF_ARG_OPTIONAL) || !shaped) {
                 return 0;
             }
         }
-        return all_tied(op, want, 1);
+        return 1;
     }
     if (op->row != NULL) {
         if (op->row->num_inputs != op->num_inputs || op->row->num_outputs != op->num_outputs || mutated > 0 ||
@@ -419,10 +462,17 @@ static int engine_ok(const opf_op_def *op) {
         }
         for (int32_t o = 0; o < op->num_outputs; o++) {
             const opf_shape_rule *sr = &op->output_shapes[o];
-            if (!(op->outputs[o].flags & OPF_ARG_BATCHED) || sr->kind == OPF_SHAPE_DIMS || !want[sr->like] ||
+            if (!(op->outputs[o].flags & OPF_ARG_BATCHED) ||
+                (sr->kind != OPF_SHAPE_LIKE && sr->kind != OPF_SHAPE_BATCH) || !want[sr->like] ||
                 (sr->kind == OPF_SHAPE_BATCH && sr->drop != op->inputs[sr->like].core_dims)) {
                 return 0;
             }
+        }
+        return 1;
+    }
+    for (int32_t o = 0; o < op->num_outputs; o++) { /* a compute function sums nothing for the library */
+        if (op->output_shapes[o].kind == OPF_SHAPE_SUM_TO) {
+            return 0;
         }
     }
     return 1;

@@ -150,3 +150,107 @@ def assert_ulp_close(actual: np.ndarray, expected: np.ndarray, ulps: float, scal
         raise AssertionError(
             f"{int((err > ulps).sum())} of {err.size} elements off by more than {ulps} ulp; worst {err[i]:.3g} ulp: "
             f"got {actual[fin][i]!r}, expected {float(expected[fin][i])!r}")
+
+
+# -- row-wise ops over the last axis (float64, whatever the input dtype) ------
+
+
+def _nan_rows(x: np.ndarray) -> np.ndarray:
+    """torch.softmax's NaN rows: holding NaN or +inf, or only -inf (keepdims)."""
+    bad = np.isnan(x) | (x == np.inf)
+    return (bad.any(-1) | (x == -np.inf).all(-1))[..., None]
+
+
+def ref_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x - x.max(-1, keepdims=True, initial=-np.inf))
+        return np.where(_nan_rows(x), np.nan, e / e.sum(-1, keepdims=True))
+
+
+def ref_log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shifted = x - x.max(-1, keepdims=True, initial=-np.inf)
+        return np.where(_nan_rows(x), np.nan, shifted - np.log(np.exp(shifted).sum(-1, keepdims=True)))
+
+
+def ref_softmax_grad(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """dx = J^T dy with J = diag(y) - y y^T, as an explicit matrix per row."""
+    y64 = y.astype(np.float64)
+    jac = np.einsum("...i,ij->...ij", y64, np.eye(y.shape[-1])) - y64[..., :, None] * y64[..., None, :]
+    return np.einsum("...ij,...j->...i", jac, dy.astype(np.float64))
+
+
+def ref_log_softmax_grad(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """dx = J^T dy with J_ji = delta_ji - softmax_i."""
+    p = np.exp(y.astype(np.float64))
+    jac = np.eye(y.shape[-1]) - p[..., None, :]  # [j, i]
+    return np.einsum("...ji,...j->...i", jac, dy.astype(np.float64))
+
+
+def ref_layer_norm(
+    x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(y, mean, rstd); the biased variance, as torch.nn.functional.layer_norm."""
+    x = x.astype(np.float64)
+    mean = x.mean(-1) if x.shape[-1] else np.zeros(x.shape[:-1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rstd = 1.0 / np.sqrt(((x - mean[..., None]) ** 2).mean(-1) + eps) if x.shape[-1] else np.full(x.shape[:-1], np.nan)
+    y = (x - mean[..., None]) * rstd[..., None]
+    if w is not None:
+        y = y * w.astype(np.float64)
+    if b is not None:
+        y = y + b.astype(np.float64)
+    return y, mean, rstd
+
+
+def ref_layer_norm_grad(
+    dy: np.ndarray, x: np.ndarray, w: np.ndarray | None, eps: float, dmean: np.ndarray | None = None,
+    drstd: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(dx, dw, db) by the chain rule through mean and rstd, the Jacobian
+    d(xh_j)/d(x_i) written out per row; dmean, drstd: cotangents of those outputs."""
+    x = x.astype(np.float64)
+    m = x.shape[-1]
+    mu = x.mean(-1, keepdims=True)
+    r = 1.0 / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+    xc = x - mu
+    dr_dx = -(r**3) * xc / m  # d rstd / d x_i
+    # d xh_j / d x_i = (delta_ij - 1/m) r + xc_j dr_dx_i, indexed [..., j, i]
+    jac = (np.eye(m) - 1.0 / m) * r[..., None] + xc[..., :, None] * dr_dx[..., None, :]
+    g = dy.astype(np.float64) * (1.0 if w is None else w.astype(np.float64))
+    dx = np.einsum("...ji,...j->...i", jac, g)
+    if dmean is not None:
+        dx = dx + dmean.astype(np.float64)[..., None] / m
+    if drstd is not None:
+        dx = dx + drstd.astype(np.float64)[..., None] * dr_dx
+    lead = tuple(range(x.ndim - 1))
+    return dx, (dy * xc * r).sum(lead), dy.astype(np.float64).sum(lead)
+
+
+def ref_rms_norm(x: np.ndarray, w: np.ndarray | None, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(y, rstd) as torch.nn.functional.rms_norm; eps None: the dtype's machine epsilon."""
+    if eps is None:
+        eps = float(np.finfo(x.dtype).eps)
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rstd = 1.0 / np.sqrt((x64**2).mean(-1) + eps) if x.shape[-1] else np.full(x.shape[:-1], np.nan)
+        y = x64 * rstd[..., None]
+    return (y if w is None else y * w.astype(np.float64)), rstd
+
+
+def ref_rms_norm_grad(
+    dy: np.ndarray, x: np.ndarray, w: np.ndarray | None, eps: float, drstd: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(dx, dw), Jacobians written out per row."""
+    x = x.astype(np.float64)
+    m = x.shape[-1]
+    r = 1.0 / np.sqrt((x**2).mean(-1, keepdims=True) + eps)
+    dr_dx = -(r**3) * x / m
+    jac = np.eye(m) * r[..., None] + x[..., :, None] * dr_dx[..., None, :]  # [..., j, i] = d y_j / d x_i (w apart)
+    g = dy.astype(np.float64) * (1.0 if w is None else w.astype(np.float64))
+    dx = np.einsum("...ji,...j->...i", jac, g)
+    if drstd is not None:
+        dx = dx + drstd.astype(np.float64)[..., None] * dr_dx
+    return dx, (dy * x * r).sum(tuple(range(x.ndim - 1)))

@@ -229,6 +229,32 @@ def test_a_cuda_source_is_built_with_nvcc(tmp_path: Path, recwarn: pytest.Warnin
         opforge.build(source)
 
 
+EXAMPLE_OPS = Path(__file__).resolve().parents[2] / "examples" / "ops" / "myops.c"
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+def test_the_examples_ops_built_by_nvcc_have_cuda_builds_of_their_row_kernels() -> None:
+    """examples/ops/myops.c through the CUDA build path (nvcc, as CUDA C++):
+    its elementwise and row kernels get CUDA builds, which a libopforge with
+    CUDA runs (a compute_cuda on the row); the CPU builds still compute rowsum.
+    (tests/cuda/test_cuda.c runs these rows on a device or the emulator.)"""
+    from opforge._capi import ffi, lib
+
+    ops = onp.load_ops(EXAMPLE_OPS, cuda=True)
+    table = ops.__opforge_table__
+    cuda_library = lib.opf_op_find(lib.opf_builtin_ops(), b"relu").compute_cuda != ffi.NULL
+    for op in table.ops:
+        row = op.cdata
+        kernel = row.eltwise if op.kind == "eltwise" else row.row
+        assert kernel.cuda != ffi.NULL, f"{op.qualname}: its {op.kind} kernel has no CUDA build"
+        assert (row.compute_cuda != ffi.NULL) == cuda_library, op.qualname
+    assert {op.name for op in table.ops if op.kind == "row"} == {"rowsum", "rowsum_grad"}
+    x = np.random.default_rng(5).standard_normal((3, 4, 37))
+    np.testing.assert_allclose(ops.rowsum(x), x.sum(-1), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(ops.rowsum(x.transpose(2, 1, 0)), x.transpose(2, 1, 0).sum(-1), rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(ops.rowsum(np.ones((2, 0))), [0.0, 0.0])
+
+
 # -- reloading in NumPy -------------------------------------------------------
 
 

@@ -134,6 +134,12 @@ def test_simple_add_everywhere(framework: Framework) -> None:
     close(op("simple_add")(np.ones((2, 3)), np.full((2, 3), 2.0)), np.full((2, 3), 3.0))
     with pytest.raises(Exception, match=r"add_ops(\.|::)simple_add: shape mismatch: a is \[2,3\], b is \[3,2\]"):
         np.asarray(op("simple_add")(np.ones((2, 3)), np.ones((3, 2))))
+    x, b = np.random.default_rng(4).standard_normal((4, 1, 3)), np.random.default_rng(5).standard_normal((2, 1))
+    close(op("bias_add")(x, b), x + b)
+    close(op("sum_back")(np.ones((4, 2, 3)), b), np.full((2, 1), 12.0))
+    close(op("sum_back")(b, np.ones((4, 2, 3))), np.broadcast_to(b, (4, 2, 3)))
+    with pytest.raises(Exception, match=r"add_ops(\.|::)bias_add: shape mismatch: x is \[2,3\], b is \[2\]"):
+        np.asarray(op("bias_add")(np.ones((2, 3)), np.ones(2)))
 
 
 def test_softmax_everywhere(framework: Framework) -> None:

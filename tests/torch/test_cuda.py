@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 try:  # without them: a skip (an error under OPFORGE_REQUIRE_FRAMEWORKS=1, see conftest.py)
@@ -11,6 +13,8 @@ try:  # without them: a skip (an error under OPFORGE_REQUIRE_FRAMEWORKS=1, see c
     import opforge.torch as ot
 except ImportError as exc:
     pytest.skip(f"PyTorch adapter unavailable: {exc}", allow_module_level=True)
+
+from oplib import MYOPS_SOURCE  # noqa: E402
 
 import opforge  # noqa: E402
 from opforge._table import builtin_table  # noqa: E402
@@ -160,3 +164,26 @@ def test_tensors_on_a_non_zero_device() -> None:
     torch.testing.assert_close(z, torch.relu(a @ w))
     with pytest.raises(RuntimeError, match=r"is on cuda:0, expected cuda:1"):
         ot.add(x, torch.ones(1000, device="cuda:0"))
+
+
+@needs_gpu
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_users_row_ops_built_by_nvcc_run_on_cuda(dtype: torch.dtype) -> None:
+    """examples/ops/myops.c compiled by nvcc (its table renamed): rowsum and,
+    through autograd, rowsum_grad run as CUDA builds of their row kernels on
+    rows in place, rows gathered (transposed, every other element) and empty
+    rows."""
+    source = MYOPS_SOURCE.read_text().replace('OPF_EXPORT_OPS("myops"', 'OPF_EXPORT_OPS("myops_cuda"')
+    ot.load_ops(source, cuda=True, name="myops_cuda")
+    rowsum = torch.ops.myops_cuda.rowsum
+    x = torch.randn(6, 5, 37, device="cuda", dtype=dtype)
+    for v in (x, x.transpose(0, 2), x[..., ::2], x[:, :, :0], x[:0]):
+        got = rowsum(v)
+        assert got.is_cuda and got.shape == v.shape[:-1]
+        torch.testing.assert_close(got, v.sum(-1))
+    w = x.detach().clone().requires_grad_()
+    dy = torch.randn(6, 5, device="cuda", dtype=dtype)
+    (dx,) = torch.autograd.grad(rowsum(w), (w,), dy)
+    assert dx.is_cuda
+    torch.testing.assert_close(dx, dy[..., None].expand_as(w), rtol=0, atol=0)

@@ -201,7 +201,15 @@ def _batches_in_one_call(op: OpDef) -> bool:
     if not op.inputs or any(arg.mutated for arg in op.inputs):
         return False
     leading = op.elementwise or all(arg.core_dims is not None for arg in op.inputs)
-    return leading and all(rule.kind in ("like", "batch") for rule in op.output_shapes)
+    kinds = ("like", "batch", "broadcast", "summed") if op.elementwise else ("like", "batch")
+    return leading and all(rule.kind in kinds for rule in op.output_shapes)
+
+
+def _aligns_from_the_end(op: OpDef) -> bool:
+    """Whether the row's inputs broadcast together (an elementwise row with a
+    broadcast or summed output): their dims align from the end, so a batch
+    dim put in front of each needs their own dims padded to one rank first."""
+    return op.elementwise and any(rule.broadcasts for rule in op.output_shapes)
 
 
 def _vmap_rule(namespace: str, op: OpDef) -> Callable[..., Any]:
@@ -212,6 +220,7 @@ def _vmap_rule(namespace: str, op: OpDef) -> Callable[..., Any]:
     where the row's "..." allow it, else once per batch element."""
     packet = getattr(getattr(torch.ops, namespace), op.name).default
     one_call = _batches_in_one_call(op)
+    aligned = _aligns_from_the_end(op)
     num_outputs = len(op.outputs)
 
     def masked(attrs: dict[str, Any]) -> list[bool]:
@@ -227,8 +236,17 @@ def _vmap_rule(namespace: str, op: OpDef) -> Callable[..., Any]:
                 None if a is None else a.expand(info.batch_size, *a.shape) if d is None else a.movedim(d, 0)
                 for a, d in zip(args, in_dims)
             ]
+            shapes = [None if a is None else a.shape[1:] for a in moved]  # each input's own dims
+            if aligned:
+                rank = max(len(shape) for shape in shapes if shape is not None)
+                moved = [None if a is None else a[(slice(None),) + (None,) * (rank + 1 - a.dim())] for a in moved]
             result = packet(*moved, **attrs)
             outputs = result if isinstance(result, tuple) else (result,)
+            if aligned:  # an output summed to an input's shape: without the padding
+                outputs = tuple(
+                    y.reshape(y.shape[0], *shapes[rule.like]) if rule.kind == "summed" and not skipped[j] else y
+                    for j, (y, rule) in enumerate(zip(outputs, op.output_shapes))
+                )
         else:
             results = []
             for i in range(info.batch_size):

@@ -1,10 +1,10 @@
 /*
  * cuda_runtime_api.h — the CUDA emulator's runtime API (C and C++): the part
- * of the CUDA runtime that opforge's elementwise engine, its generated
+ * of the CUDA runtime that opforge's elementwise and row engines, their generated
  * kernels and tests/cuda/test_cuda.c use, implemented on the CPU
  * (runtime.cc). Device memory is host memory; launches run every thread of
- * every block in turn (opforge's elementwise kernels share nothing between
- * threads, so that is exact); streams run work at once, except while
+ * every block in turn (opforge's elementwise, row and copy kernels share
+ * nothing between threads, so that is exact); streams run work at once, except while
  * captured into a graph.
  *
  * Only for `make test-cuda-emu`, which puts this directory first on the

@@ -3,7 +3,9 @@
  * device ("opforge CUDA emulator", 2 multiprocessors, so that grids are small
  * and grid-stride loops take several steps), host memory as device memory,
  * streams that run work when it is enqueued, and stream capture into graphs
- * that replay the recorded launches. A launch on the legacy default stream
+ * that replay the recorded launches (memory freed on a stream while it is
+ * captured belongs to the graph until the graph is destroyed, as a CUDA
+ * graph's allocations do). A launch on the legacy default stream
  * while a stream is captured fails, as CUDA's global capture mode makes it.
  */
 #include <stdlib.h>
@@ -19,6 +21,9 @@ dim3 blockDim, gridDim;
 
 struct opf_emu_graph {
     std::vector<std::function<void()>> launches;
+    /* Freed on the stream while it was captured: the graph's memory, which
+     * its launches use on every replay; freed with the captured graph. */
+    std::vector<void *> owned;
 };
 
 struct opf_emu_stream {
@@ -130,7 +135,10 @@ cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool,
 }
 
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
-    (void)stream;
+    if (stream != NULL && stream->capture != NULL) { /* a graph's allocation: lives as long as the graph */
+        stream->capture->owned.push_back(ptr);
+        return cudaSuccess;
+    }
     return cudaFree(ptr);
 }
 
@@ -182,7 +190,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
     (void)flags;
-    *exec = new opf_emu_graph(*graph);
+    *exec = new opf_emu_graph{graph->launches, {}}; /* the memory stays the graph's */
     return cudaSuccess;
 }
 
@@ -199,8 +207,20 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    for (void *ptr : graph->owned) {
+        free(ptr);
+    }
     delete graph;
     return cudaSuccess;
+}
+
+/* opforge's memory pool (src/cuda/pool.c): none here, so scratch comes from
+ * cudaMallocAsync, as where pools are not supported. */
+cudaMemPool_t opf_cuda_scratch_pool(int device, cudaStream_t stream);
+cudaMemPool_t opf_cuda_scratch_pool(int device, cudaStream_t stream) {
+    (void)device;
+    (void)stream;
+    return NULL;
 }
 
 /* What the emulated library lacks: no cuBLASLt, hence no dense on "CUDA". */

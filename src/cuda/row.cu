@@ -1,0 +1,290 @@
+/*
+ * row.cu — the CUDA row engine: runs the CUDA build of an authored row
+ * kernel (OPF_ROW_KERNEL compiled by nvcc, opforge_cuda.h) over the tensor
+ * views of a call, one CUDA thread per row.
+ *
+ * The row kernels themselves are generated where each kernel is defined (a
+ * built-in's file in src/ops, compiled by nvcc in a CUDA build; a user's own
+ * file). This file does the host half of every call, once for all of them,
+ * as the CPU row engine (src/core/row_engine.c) does for the CPU builds:
+ *
+ *   - rows: the leading dims ("...") of the first input; none, nothing runs;
+ *   - an argument whose row (its dims after "...") is contiguous is used in
+ *     place: its strides over the leading dims locate each row;
+ *   - one whose rows are not contiguous gets a contiguous copy in device
+ *     scratch (opforge's stream-ordered pool, freed on the stream after the
+ *     work): inputs are gathered into it before the kernel, outputs computed
+ *     in it and scattered into the view after the kernel (strided copies of
+ *     any rank, below);
+ *   - an input without "..." (w[M]) is passed whole to every row: stride 0,
+ *     gathered once when not contiguous;
+ *   - the leading dims become the launch's iteration space (size-1 dims
+ *     dropped, dims merged where every operand allows, innermost first) and
+ *     the kernel's launcher enqueues one kernel on the caller's stream.
+ *
+ * Everything is enqueued on the caller's stream (copies, kernel, frees), in
+ * that order; nothing synchronizes. Outputs never overlap inputs (the row
+ * is not elementwise; opf_op_run_cuda has checked), so the copies need no
+ * ordering beyond the stream's.
+ */
+#include <string.h>
+
+#include "cuda_kernels.h"
+#include "cuda_util.h"
+
+namespace {
+
+/* A strided view as a copy walks it: its C-order element index turned into
+ * an offset (dims of size 1 dropped, dims that are contiguous with the next
+ * merged), innermost first. */
+struct opf_row_copy_layout {
+    int32_t rank;
+    int64_t shape[OPF_MAX_RANK];
+    int64_t stride[OPF_MAX_RANK];
+};
+
+/* Element i (C order) of a view <-> buf[i]; E is the element's bits (a copy
+ * keeps every NaN payload); to_buf selects the direction. */
+template <typename E, typename Index>
+__global__ void __launch_bounds__(OPF_CUDA_THREADS)
+    opf_row_copy_kernel(int64_t n, E *buf, E *view, const opf_row_copy_layout layout, int to_buf) {
+    const int64_t step = (int64_t)gridDim.x * OPF_CUDA_THREADS;
+    for (int64_t i = (int64_t)blockIdx.x * OPF_CUDA_THREADS + threadIdx.x; i < n; i += step) {
+        int64_t off = 0;
+        Index rem = (Index)i;
+        for (int d = 0; d < layout.rank; d++) {
+            Index idx = rem;
+            if (d < layout.rank - 1) {
+                const Index size = (Index)layout.shape[d];
+                const Index q = rem / size;
+                idx = rem - q * size;
+                rem = q;
+            }
+            off += (int64_t)idx * layout.stride[d];
+        }
+        if (to_buf) {
+            buf[i] = view[off];
+        } else {
+            view[off] = buf[i];
+        }
+    }
+}
+
+opf_row_copy_layout opf_row_copy_plan(const opf_tensor *t) {
+    int64_t shape[OPF_MAX_RANK], stride[OPF_MAX_RANK];
+    int32_t rank = 0; /* outermost first while merging */
+    for (int32_t d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 1) {
+            continue;
+        }
+        const int64_t s = opf_tensor_stride(t, d);
+        if (rank > 0 && stride[rank - 1] == s * t->shape[d]) {
+            shape[rank - 1] *= t->shape[d];
+            stride[rank - 1] = s;
+        } else {
+            shape[rank] = t->shape[d];
+            stride[rank] = s;
+            rank++;
+        }
+    }
+    opf_row_copy_layout L;
+    memset(&L, 0, sizeof L);
+    if (rank == 0) { /* one element */
+        rank = 1;
+        shape[0] = 1;
+        stride[0] = 0;
+    }
+    L.rank = rank;
+    for (int32_t d = 0; d < rank; d++) {
+        L.shape[d] = shape[rank - 1 - d];
+        L.stride[d] = stride[rank - 1 - d];
+    }
+    return L;
+}
+
+/* Enqueues the copy between the elements of view t (C order) and
+ * contiguous buf. */
+template <typename E>
+cudaError_t opf_row_copy_enqueue(const opf_tensor *t, void *buf, int to_buf, int sms, cudaStream_t stream) {
+    int64_t n = opf_tensor_numel(t);
+    opf_row_copy_layout layout = opf_row_copy_plan(t);
+    E *b = static_cast<E *>(buf), *view = reinterpret_cast<E *>(opf_tensor_base(t));
+    void *args[5] = {&n, &b, &view, &layout, &to_buf};
+    const dim3 grid(opf_cuda_blocks(n, OPF_CUDA_THREADS, sms)), block(OPF_CUDA_THREADS);
+    cudaError_t err = n <= (int64_t)UINT32_MAX
+                          ? cudaLaunchKernel(opf_row_copy_kernel<E, uint32_t>, grid, block, args, 0, stream)
+                          : cudaLaunchKernel(opf_row_copy_kernel<E, uint64_t>, grid, block, args, 0, stream);
+    return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+cudaError_t opf_row_copy(const opf_tensor *t, void *buf, int to_buf, int sms, cudaStream_t stream) {
+    return opf_dtype_size(t->dtype) == 4 ? opf_row_copy_enqueue<uint32_t>(t, buf, to_buf, sms, stream)
+                                         : opf_row_copy_enqueue<uint64_t>(t, buf, to_buf, sms, stream);
+}
+
+/* The launch's iteration space: the leading dims (outermost first in
+ * `shape`, each operand's strides in `strides`), size-1 dims dropped, dims
+ * merged where every operand's stride allows, stored innermost first. */
+void opf_row_plan(opf_cuda_row_launch *L, int32_t count, int32_t batch_rank, const int64_t *shape,
+                  int64_t (*strides)[OPF_MAX_RANK]) {
+    int64_t mshape[OPF_MAX_RANK], mstrides[OPF_CUDA_ROW_OPERANDS][OPF_MAX_RANK];
+    int32_t rank = 0;
+    for (int32_t d = 0; d < batch_rank; d++) {
+        if (shape[d] == 1) {
+            continue;
+        }
+        bool merge = rank > 0;
+        for (int32_t k = 0; k < count && merge; k++) {
+            merge = mstrides[k][rank - 1] == strides[k][d] * shape[d];
+        }
+        if (merge) {
+            mshape[rank - 1] *= shape[d];
+        } else {
+            mshape[rank++] = shape[d];
+        }
+        for (int32_t k = 0; k < count; k++) {
+            mstrides[k][rank - 1] = strides[k][d];
+        }
+    }
+    if (rank == 0) { /* one row */
+        rank = 1;
+        mshape[0] = 1;
+        for (int32_t k = 0; k < count; k++) {
+            mstrides[k][0] = 0;
+        }
+    }
+    L->rank = rank;
+    for (int32_t d = 0; d < OPF_MAX_RANK; d++) {
+        const int32_t from = rank - 1 - d; /* reversed: innermost first */
+        L->shape[d] = d < rank ? mshape[from] : 1;
+        for (int32_t k = 0; k < OPF_CUDA_ROW_OPERANDS; k++) {
+            L->strides[k][d] = d < rank && k < count ? mstrides[k][from] : 0;
+        }
+    }
+}
+
+} // namespace
+
+extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, const opf_tensor *const *inputs,
+                                       const opf_tensor *const *outputs, const opf_attr_value *attrs, void *stream) {
+    const opf_row_kernel *kernel = op->row;
+    if (kernel == NULL || kernel->cuda == NULL) {
+        return opf_fail(OPF_E_UNSUPPORTED, label, "its row kernel has no CUDA build");
+    }
+    if (op->num_inputs != kernel->num_inputs || op->num_outputs != kernel->num_outputs) {
+        return opf_fail(OPF_E_INTERNAL, label, "the row has %d inputs and %d outputs, its kernel %d and %d",
+                        (int)op->num_inputs, (int)op->num_outputs, (int)kernel->num_inputs, (int)kernel->num_outputs);
+    }
+    const opf_tensor *x = inputs[0];
+    const int32_t batch_rank = x->ndim - op->inputs[0].core_dims;
+    int64_t rows = 1;
+    for (int32_t d = 0; d < batch_rank; d++) {
+        rows *= x->shape[d];
+    }
+    if (rows == 0) {
+        return OPF_OK;
+    }
+    opf_device_guard guard;
+    opf_status st = guard.enter(label, x->device.id);
+    if (st != OPF_OK) {
+        return st;
+    }
+    const cudaStream_t s = (cudaStream_t)stream;
+    const int sms = opf_cuda_sm_count(x->device.id);
+    const size_t elem = opf_dtype_size(x->dtype);
+    /* Row-major strides of the leading dims, in rows: where a scratch copy
+     * (C order) has each row. */
+    int64_t row_stride[OPF_MAX_RANK], at = 1;
+    for (int32_t d = batch_rank - 1; d >= 0; d--) {
+        row_stride[d] = at;
+        at *= x->shape[d];
+    }
+
+    opf_cuda_row_launch L;
+    memset(&L, 0, sizeof L);
+    L.dtype = x->dtype;
+    L.rows = rows;
+    L.stream = stream;
+    if (op->num_attrs > 0) {
+        memcpy(L.attrs, attrs, sizeof(opf_attr_value) * (size_t)op->num_attrs);
+    }
+    const int32_t count = op->num_inputs + op->num_outputs;
+    int64_t strides[OPF_CUDA_ROW_OPERANDS][OPF_MAX_RANK];
+    const opf_tensor *scatter[OPF_MAX_ARGS] = {NULL}; /* outputs computed in scratch */
+    opf_scratch scratch(s, x->device.id);
+    for (int32_t k = 0; k < count; k++) {
+        const bool input = k < op->num_inputs;
+        const opf_arg_def *def = input ? &op->inputs[k] : &op->outputs[k - op->num_inputs];
+        const opf_tensor *t = input ? inputs[k] : outputs[k - op->num_inputs];
+        for (int32_t d = 0; d < OPF_MAX_RANK; d++) {
+            strides[k][d] = 0;
+        }
+        if (t == NULL) { /* an absent optional argument: NULL, as on the CPU */
+            continue;
+        }
+        const bool batched = (def->flags & OPF_ARG_BATCHED) != 0;
+        if (!input && !batched) { /* a sum over rows: one thread per row would race on it */
+            return opf_fail(OPF_E_UNSUPPORTED, label,
+                            "output %s is a sum over rows, which the CUDA build of a row kernel does not compute yet",
+                            def->name);
+        }
+        const int32_t core = batched ? t->ndim - batch_rank : t->ndim;
+        int64_t len = 1;
+        for (int32_t d = t->ndim - core; d < t->ndim; d++) {
+            len *= t->shape[d];
+        }
+        L.len[k] = len;
+        L.operands[k] = opf_tensor_base(t);
+        if (len == 0 || opf_tensor_tail_contiguous(t, core)) {
+            for (int32_t d = 0; batched && d < batch_rank; d++) {
+                strides[k][d] = opf_tensor_stride(t, d);
+            }
+            continue;
+        }
+        /* Rows that are not contiguous: a C-order copy, row r at r * len. */
+        st = scratch.alloc(label, (size_t)(batched ? rows : 1) * (size_t)len * elem, &L.operands[k]);
+        if (st != OPF_OK) {
+            return st;
+        }
+        for (int32_t d = 0; batched && d < batch_rank; d++) {
+            strides[k][d] = row_stride[d] * len;
+        }
+        if (input) {
+            cudaError_t err = opf_row_copy(t, L.operands[k], 1, sms, s);
+            if (err != cudaSuccess) {
+                char what[96];
+                snprintf(what, sizeof what, "gathering the rows of %s failed", def->name);
+                return opf_cuda_fail(OPF_E_INTERNAL, label, what, err);
+            }
+        } else {
+            scatter[k - op->num_inputs] = t;
+        }
+    }
+    opf_row_plan(&L, count, batch_rank, x->shape, strides);
+    L.blocks = opf_cuda_blocks(rows, OPF_CUDA_ROW_THREADS, sms);
+    const int err = kernel->cuda(&L);
+    if (err != 0) {
+        return opf_cuda_fail(OPF_E_INTERNAL, label, "kernel launch failed", (cudaError_t)err);
+    }
+    for (int32_t o = 0; o < op->num_outputs; o++) {
+        if (scatter[o] != NULL) {
+            cudaError_t e = opf_row_copy(scatter[o], L.operands[op->num_inputs + o], 0, sms, s);
+            if (e != cudaSuccess) {
+                char what[96];
+                snprintf(what, sizeof what, "scattering the rows of %s failed", op->outputs[o].name);
+                return opf_cuda_fail(OPF_E_INTERNAL, label, what, e);
+            }
+        }
+    }
+    return OPF_OK;
+}
+
+/* Never called: opf_op_run_cuda recognizes it and runs the engine above. */
+extern "C" opf_status opf_cuda_row_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                           const opf_attr_value *attrs, void *stream) {
+    (void)inputs;
+    (void)outputs;
+    (void)attrs;
+    (void)stream;
+    return opf_error(OPF_E_INTERNAL, "the CUDA row engine is run by opf_op_run_cuda only");
+}

@@ -1,0 +1,904 @@
+/*
+ * norms.c — the row-wise built-ins of a transformer block, over the last
+ * axis: softmax, log_softmax, layer_norm, rms_norm, their gradients and the
+ * gradients of those (second order). Each is the math of one row
+ * (OPF_ROW_KERNEL) and a declaration, exactly what a user writes for a
+ * row-wise op of their own; the row engine does strides, threads, the
+ * per-ISA builds, and the sums over rows of the weight gradients (outputs
+ * declared without "...").
+ *
+ * Numerics. Everything is computed in the tensor's dtype, as PyTorch does on
+ * the CPU for float32 and float64. Row reductions are opf_sum/opf_max/opf_dot:
+ * 32 (float) or 16 (double) lanes, so a float row of 4096 elements adds 128
+ * terms per lane, then the lanes pairwise. Statistics are two-pass (the mean,
+ * then the sum of squares of x - mean, from the row in cache), never the
+ * single-pass E[x^2] - E[x]^2. Softmax subtracts the row's maximum.
+ *
+ * This file is C that also compiles as CUDA C++ (see eltwise.c).
+ */
+#include "cuda_kernels.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "ops.h"
+#ifdef __cplusplus
+}
+#endif
+
+/* The machine epsilon of T: rms_norm's eps when its eps attribute is
+ * negative (the default), as torch.nn.functional.rms_norm's eps=None. */
+#define NORMS_EPS(eps) ((eps) < 0 ? (OPF_IS_F64 ? (T)2.220446049250313e-16 : (T)1.1920928955078125e-07) : (T)(eps))
+
+/* Sums of the second-order kernels (not on the path of a forward or
+ * first-order backward op): plain loops in double. Element i of a row of T. */
+#define NORMS_AT(p, i) ((double)(p)[i])
+#define NORMS_OR(p, i, otherwise) ((p) != NULL ? (double)(p)[i] : (otherwise))
+
+/* --- softmax, log_softmax ---------------------------------------------------------------------------------------- */
+
+/* e^x for the x <= 0 (and NaN) of softmax's exp(x - max), in float: x = k ln2
+ * + r (Cody-Waite, as opf_exp_f32), e^r by a degree-6 polynomial (fitted for
+ * the relative error on |r| <= ln2 / 2), times 2^k; 1.13 ulp at most (every
+ * float in [-87.3, 0]). Results below FLT_MIN (x < -87.34) are 0: e^x there
+ * is a subnormal that no sum of softmax's can tell from 0. About 24
+ * operations to opf_exp_f32's 37: softmax's rows are bound by this function. */
+OPF_KERNEL_FN float norms_exp_f32(float x) {
+    const float t = x * 0x1.715476p+0f + 0x1.8p23f; /* k + 1.5 * 2^23: k = round(x / ln2) in the low bits */
+    const float k = t - 0x1.8p23f;
+    float r = x - k * 0x1.62e4p-1f;
+    r = r - k * 0x1.7f7d1cp-20f;
+    float q = 0x1.6ae6ccp-10f;
+    q = q * r + 0x1.126766p-7f;
+    q = q * r + 0x1.555822p-5f;
+    q = q * r + 0x1.55541ap-3f;
+    q = q * r + 0x1.fffffcp-2f;
+    const float p = 1.0f + (r + (r * r) * q);
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits << 23) + 0x3f800000u; /* 2^k: the low bits of t, shifted into the exponent */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return opf_select_f32(x < -0x1.5d589ep+6f, 0.0f, p * scale);
+}
+
+/* e^x for x <= 0 in T: norms_exp_f32 for float, opf_exp for double. */
+#define NORMS_EXP(x) (OPF_IS_F64 ? (T)opf_exp_f64((double)(x)) : (T)norms_exp_f32((float)(x)))
+/* e^x for log_softmax_grad's exp(y) (y <= 0 for a log-softmax; any y is
+ * taken): norms_exp_f32, and +inf above ln(2^127) = 88.03 (where e^x, finite
+ * up to 88.72, would need a second scale factor). */
+#define NORMS_EXP_ANY(x)                                                                                               \
+    (OPF_IS_F64 ? (T)opf_exp_f64((double)(x))                                                                          \
+                : (T)opf_select_f32((float)(x) > 0x1.601e68p+6f, __builtin_inff(), norms_exp_f32((float)(x))))
+
+enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
+
+/* The maximum of x[0 .. n), NaN ignored (softmax's NaN comes from its sum
+ * instead), -inf for n = 0: lanes as opf_max, one compare-select each. */
+#define NORMS_MAX_FN(fn, type, lanes)                                                                                  \
+    OPF_KERNEL_FN type fn(int64_t n, const type *x) {                                                                  \
+        type m[lanes];                                                                                                 \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            m[j] = -(type)__builtin_inf();                                                                             \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                m[j] = x[i + j] > m[j] ? x[i + j] : m[j];                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
+            for (int j = 0; j < h; j++) {                                                                              \
+                m[j] = m[j + h] > m[j] ? m[j + h] : m[j];                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+        type r = m[0];                                                                                                 \
+        for (; i < n; i++) {                                                                                           \
+            r = x[i] > r ? x[i] : r;                                                                                   \
+        }                                                                                                              \
+        return r;                                                                                                      \
+    }
+NORMS_MAX_FN(norms_max_f32, float, 32)
+NORMS_MAX_FN(norms_max_f64, double, 16)
+#define NORMS_MAX(n, x)                                                                                                \
+    (OPF_IS_F64 ? (T)norms_max_f64((n), (const double *)(x)) : (T)norms_max_f32((n), (const float *)(x)))
+
+enum { NORMS_LANES = 16 }; /* partial sums of the exponentials */
+
+/* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
+ * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c)
+ * (when `store`), and the chunk's sum, in 16 partial sums added pairwise (no pass of its own).
+ * The row is read from memory once, a chunk at a time. Leaves the chunks'
+ * shifts, sums and the row's maximum m (NaN ignored). */
+#define NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, store)                                                      \
+    for (int64_t at_ = 0, k_ = 0; at_ < (n); at_ += (chunk), k_++) {                                                   \
+        const int64_t len_ = (n)-at_ < (chunk) ? (n)-at_ : (chunk);                                                    \
+        const T c_ = NORMS_MAX(len_, (x) + at_);                                                                       \
+        (m) = c_ > (m) ? c_ : (m);                                                                                     \
+        const T s_ = c_ == -(T)__builtin_inf() ? (T)0 : c_;                                                            \
+        (shift)[k_] = s_;                                                                                              \
+        T acc_[NORMS_LANES];                                                                                           \
+        for (int j_ = 0; j_ < NORMS_LANES; j_++) {                                                                     \
+            acc_[j_] = 0;                                                                                              \
+        }                                                                                                              \
+        const T *const xc_ = (x) + at_;                                                                                \
+        T *const yc_ = (y) + at_;                                                                                      \
+        int64_t i_ = 0;                                                                                                \
+        for (; i_ + NORMS_LANES <= len_; i_ += NORMS_LANES) {                                                          \
+            for (int j_ = 0; j_ < NORMS_LANES; j_++) {                                                                 \
+                const T e_ = NORMS_EXP(xc_[i_ + j_] - s_);                                                             \
+                if (store) {                                                                                           \
+                    yc_[i_ + j_] = e_;                                                                                 \
+                }                                                                                                      \
+                acc_[j_] = acc_[j_] + e_;                                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h_ = NORMS_LANES / 2; h_ > 0; h_ /= 2) {                                                              \
+            for (int j_ = 0; j_ < h_; j_++) {                                                                          \
+                acc_[j_] = acc_[j_] + acc_[j_ + h_];                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
+        T t_ = acc_[0];                                                                                                \
+        for (; i_ < len_; i_++) {                                                                                      \
+            const T e_ = NORMS_EXP(xc_[i_] - s_);                                                                      \
+            if (store) {                                                                                               \
+                yc_[i_] = e_;                                                                                          \
+            }                                                                                                          \
+            t_ = t_ + e_;                                                                                              \
+        }                                                                                                              \
+        (sum)[k_] = t_;                                                                                                \
+    }
+
+/* Chunks of at least 1024 elements, at most NORMS_CHUNKS of them. */
+#define NORMS_CHUNK(n) ((n) > NORMS_CHUNKS * 1024 ? ((n) + NORMS_CHUNKS - 1) / NORMS_CHUNKS : 1024)
+
+/* y = exp(x - max) / sum: per chunk y = exp(x - c) * (exp(c - max) / sum).
+ * A row with +inf or NaN, or of -inf only, is NaN throughout (as
+ * torch.softmax): its sum is NaN, or 0 with max = -inf. */
+OPF_ROW_KERNEL(softmax, (x), (y), {
+    const int64_t chunk = NORMS_CHUNK(n);
+    T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
+    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 1)
+    T total = 0;
+    for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
+        total += sum[k] * opf_exp(shift[k] - m);
+    }
+    const T inv = (T)1 / total;
+    for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
+        const int64_t len = n - at < chunk ? n - at : chunk;
+        const T f = opf_exp(shift[k] - m) * inv;
+        T *const yk = y + at;
+        for (int64_t i = 0; i < len; i++) {
+            yk[i] = yk[i] * f;
+        }
+    }
+})
+
+/* dx = y * (dy - <dy, y>) */
+OPF_ROW_KERNEL(softmax_grad, (dy, y), (dx), {
+    const T s = opf_dot(n, dy, y);
+    for (int64_t i = 0; i < n; i++) {
+        dx[i] = y[i] * (dy[i] - s);
+    }
+})
+
+/* softmax_grad is linear in dy with the symmetric Jacobian diag(y) - y y^T:
+ * gdy = softmax_grad(ddx, y); gy = ddx * (dy - <dy, y>) - dy * <ddx, y> (the
+ * gradient of <ddx, dx> with respect to y); and jy = ddx * (dy - <dy, y>) -
+ * y * <dy, ddx>, the derivative of dx along y in the direction ddx (forward
+ * mode: softmax_grad's tangent rule passes y' as ddx). */
+OPF_ROW_KERNEL(softmax_grad_grad, (ddx, dy, y), (gdy, gy, jy), {
+    const T a = opf_dot(n, ddx, y);
+    if (gdy != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            gdy[i] = y[i] * (ddx[i] - a);
+        }
+    }
+    if (gy != NULL || jy != NULL) {
+        const T s = opf_dot(n, dy, y), c = opf_dot(n, dy, ddx);
+        for (int64_t i = 0; gy != NULL && i < n; i++) {
+            gy[i] = ddx[i] * (dy[i] - s) - dy[i] * a;
+        }
+        for (int64_t i = 0; jy != NULL && i < n; i++) {
+            jy[i] = ddx[i] * (dy[i] - s) - y[i] * c;
+        }
+    }
+})
+
+/* y = (x - max) - log(sum(exp(x - max))), the sum from the chunks' sums of
+ * exp(x - c). */
+OPF_ROW_KERNEL(log_softmax, (x), (y), {
+    const int64_t chunk = NORMS_CHUNK(n);
+    T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
+    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 0)
+    T total = 0;
+    for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
+        total += sum[k] * opf_exp(shift[k] - m);
+    }
+    const T lse = opf_log(total);
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = (x[i] - m) - lse;
+    }
+})
+
+/* dx = dy - exp(y) * sum(dy) */
+OPF_ROW_KERNEL(log_softmax_grad, (dy, y), (dx), {
+    const T s = opf_sum(n, dy);
+    for (int64_t i = 0; i < n; i++) {
+        dx[i] = dy[i] - NORMS_EXP_ANY(y[i]) * s;
+    }
+})
+
+/* With p = exp(y): gdy = ddx - <ddx, p> (also log_softmax's Jacobian applied
+ * to ddx: its tangent rule), gy = -ddx * p * sum(dy) (zero without dy). */
+OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, y, dy), (gdy, gy), {
+    if (gdy != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            gdy[i] = opf_exp(y[i]);
+        }
+        const T a = opf_dot(n, ddx, gdy);
+        for (int64_t i = 0; i < n; i++) {
+            gdy[i] = ddx[i] - a;
+        }
+    }
+    if (gy != NULL) {
+        const T s = dy != NULL ? opf_sum(n, dy) : (T)0;
+        for (int64_t i = 0; i < n; i++) {
+            gy[i] = -(ddx[i] * opf_exp(y[i])) * s;
+        }
+    }
+})
+
+/* --- rms_norm ----------------------------------------------------------------------------------------------------- */
+
+/* sum(g) and sum(g (x - mu)) with g = dy w, in one pass: the lanes of
+ * opf_sum (32 floats, 16 doubles), each adding its elements' terms, then
+ * added pairwise. */
+#define NORMS_G_SUMS_FN(fn, type, lanes)                                                                               \
+    OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx) {     \
+        type a[lanes], b[lanes];                                                                                       \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            a[j] = 0;                                                                                                  \
+            b[j] = 0;                                                                                                  \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                const type g = dy[i + j] * w[i + j];                                                                   \
+                a[j] = a[j] + g;                                                                                       \
+                b[j] = b[j] + g * (x[i + j] - mu);                                                                     \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
+            for (int j = 0; j < h; j++) {                                                                              \
+                a[j] = a[j] + a[j + h];                                                                                \
+                b[j] = b[j] + b[j + h];                                                                                \
+            }                                                                                                          \
+        }                                                                                                              \
+        type sa = a[0], sb = b[0];                                                                                     \
+        for (; i < n; i++) {                                                                                           \
+            const type g = dy[i] * w[i];                                                                               \
+            sa = sa + g;                                                                                               \
+            sb = sb + g * (x[i] - mu);                                                                                 \
+        }                                                                                                              \
+        *sg = sa;                                                                                                      \
+        *sgx = sb;                                                                                                     \
+    }
+NORMS_G_SUMS_FN(norms_g_sums_f32, float, 32)
+NORMS_G_SUMS_FN(norms_g_sums_f64, double, 16)
+
+/* sum(x - mu) and sum((x - mu)^2) in one pass, the lanes of opf_sum. */
+#define NORMS_C_SUMS_FN(fn, type, lanes)                                                                               \
+    OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2) {                                     \
+        type a[lanes], b[lanes];                                                                                       \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            a[j] = 0;                                                                                                  \
+            b[j] = 0;                                                                                                  \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                const type c = x[i + j] - mu;                                                                          \
+                a[j] = a[j] + c;                                                                                       \
+                b[j] = b[j] + c * c;                                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
+            for (int j = 0; j < h; j++) {                                                                              \
+                a[j] = a[j] + a[j + h];                                                                                \
+                b[j] = b[j] + b[j + h];                                                                                \
+            }                                                                                                          \
+        }                                                                                                              \
+        type sa = a[0], sb = b[0];                                                                                     \
+        for (; i < n; i++) {                                                                                           \
+            const type c = x[i] - mu;                                                                                  \
+            sa = sa + c;                                                                                               \
+            sb = sb + c * c;                                                                                           \
+        }                                                                                                              \
+        *s1 = sa;                                                                                                      \
+        *s2 = sb;                                                                                                      \
+    }
+NORMS_C_SUMS_FN(norms_c_sums_f32, float, 32)
+NORMS_C_SUMS_FN(norms_c_sums_f64, double, 16)
+
+/* y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps); a row of length 0
+ * has rstd NaN (as torch's _fused_rms_norm). */
+OPF_ROW_KERNEL(rms_norm, (x, w), (y, rstd), {
+    const T eps = NORMS_EPS(attrs[0].f);
+    const T r = (T)1 / opf_sqrt(opf_dot(n, x, x) / (T)n + eps);
+    rstd[0] = r;
+    if (w != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = (x[i] * r) * w[i];
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = x[i] * r;
+        }
+    }
+})
+
+/* With g = dy * w, r = rstd: dx = r g - x (r^3 / M) (<g, x> + drstd);
+ * dw = sum over rows of dy x r. dy and drstd absent: zero. */
+OPF_ROW_KERNEL(rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
+    const T r = rstd[0], drs = drstd != NULL ? drstd[0] : (T)0;
+    if (dx != NULL && n > 0 && dy != NULL) {
+        T s, sg;
+        if (w != NULL) {
+            if (OPF_IS_F64) {
+                norms_g_sums_f64(n, (const double *)dy, (const double *)w, (const double *)x, 0.0, (double *)&sg,
+                                 (double *)&s);
+            } else {
+                norms_g_sums_f32(n, (const float *)dy, (const float *)w, (const float *)x, 0.0f, (float *)&sg,
+                                 (float *)&s);
+            }
+        } else {
+            s = opf_dot(n, dy, x);
+        }
+        const T c = (r * r * r / (T)n) * (s + drs);
+        if (w != NULL && dw != NULL) { /* training's case: dx and dw in one pass */
+            OPF_SIMD_LOOP
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * (dy[i] * w[i]) - x[i] * c;
+                dw[i] += (dy[i] * x[i]) * r;
+            }
+            return;
+        }
+        if (w != NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * (dy[i] * w[i]) - x[i] * c;
+            }
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * dy[i] - x[i] * c;
+            }
+        }
+    } else if (dx != NULL && n > 0) {
+        const T c = (r * r * r / (T)n) * drs;
+        for (int64_t i = 0; i < n; i++) {
+            dx[i] = -(x[i] * c);
+        }
+    }
+    if (dw != NULL && dy != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            dw[i] += (dy[i] * x[i]) * r;
+        }
+    }
+})
+
+/* The gradients of rms_norm_grad's dx and dw (cotangents ddx, ddw; absent:
+ * zero) with respect to each of its inputs. With c = r^3 / M, g = dy w,
+ * S = <g, x> + drstd, a = <ddx, x>:
+ *   gx = -c (ddx S + a g) + r ddw dy
+ *   grstd = <ddx, g> - 3 r^2 / M a S + <ddw, dy x>
+ *   gdy = w (r ddx - c a x) + r ddw x      gw = sum over rows of dy (r ddx - c a x)
+ *   gdrstd = -c a
+ * gdy and gdrstd do not involve dy: with ddx = x', ddw = w' they are
+ * rms_norm's tangents y' and rstd' (its tangent rule). */
+OPF_ROW_KERNEL(rms_norm_grad_grad, (x, rstd, dy, w, drstd, ddx, ddw), (gx, grstd, gdy, gw, gdrstd), {
+    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m, drs = NORMS_OR(drstd, 0, 0);
+    double s = 0, a = 0, dg = 0, e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);
+        s += g * NORMS_AT(x, i);
+        a += dd * NORMS_AT(x, i);
+        dg += dd * g;
+        e += NORMS_OR(ddw, i, 0) * dyi * NORMS_AT(x, i);
+    }
+    s += drs;
+    for (int64_t i = 0; i < n; i++) {
+        const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0),
+                     dw_i = NORMS_OR(ddw, i, 0), proj = r * dd - c * a * xi;
+        if (gdy != NULL) {
+            gdy[i] = (T)(wi * proj + r * dw_i * xi);
+        }
+        if (gx != NULL) {
+            gx[i] = (T)(-c * (dd * s + a * dyi * wi) + r * dw_i * dyi);
+        }
+        if (gw != NULL) {
+            gw[i] += (T)(dyi * proj);
+        }
+    }
+    if (grstd != NULL) {
+        grstd[0] = (T)(dg - 3 * r * r / m * a * s + e);
+    }
+    if (gdrstd != NULL) {
+        gdrstd[0] = (T)(-c * a);
+    }
+})
+
+/* The derivative of rms_norm_grad's dx and dw along tangents xt, rstdt, wt
+ * of x, rstd and w (absent: zero); rms_norm_grad itself gives the part of dy
+ * and drstd, in which it is linear. With c = r^3 / M, g = dy w, S = <g, x> +
+ * drstd, g' = dy wt:
+ *   dxt = -c (xt S + x <g, xt>) + rstdt (g - 3 r^2 x S / M) + r g' - c x <g', x>
+ *   dwt = sum over rows of dy (xt r + x rstdt) */
+OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, dwt), {
+    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m, rt = NORMS_OR(rstdt, 0, 0);
+    double s = NORMS_OR(drstd, 0, 0), gxt = 0, gtx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1);
+        s += g * NORMS_AT(x, i);
+        gxt += g * NORMS_OR(xt, i, 0);
+        gtx += dyi * NORMS_OR(wt, i, 0) * NORMS_AT(x, i);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1),
+                     xti = NORMS_OR(xt, i, 0), gt = dyi * NORMS_OR(wt, i, 0);
+        if (dxt != NULL) {
+            dxt[i] = (T)(-c * (xti * s + xi * gxt) + rt * (g - 3 * r * r * xi * s / m) + r * gt - c * xi * gtx);
+        }
+        if (dwt != NULL) {
+            dwt[i] += (T)(dyi * (xti * r + xi * rt));
+        }
+    }
+})
+
+/* --- layer_norm --------------------------------------------------------------------------------------------------- */
+
+/* y = (x - mean) * rstd * w + b with mean and rstd = 1 / sqrt(var + eps) of
+ * the row (var biased: divided by M), by the corrected two-pass algorithm:
+ * the mean, then (from the row in cache) the sum c of x - mean, which the
+ * mean's rounding leaves, and the sum of squares:
+ * var = sum((x - mean)^2) / M - (c / M)^2, mean += c / M (a row of equal
+ * values gives y = b exactly). A row of length 0 has mean 0 and rstd NaN (as
+ * torch.native_layer_norm). */
+OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
+    const T mu = n > 0 ? opf_sum(n, x) / (T)n : (T)0;
+    T sc, ss;
+    if (OPF_IS_F64) {
+        norms_c_sums_f64(n, (const double *)x, (double)mu, (double *)&sc, (double *)&ss);
+    } else {
+        norms_c_sums_f32(n, (const float *)x, (float)mu, (float *)&sc, (float *)&ss);
+    }
+    const T c = n > 0 ? sc / (T)n : (T)0;
+    ss = ss / (T)n - c * c;
+    const T r = (T)1 / opf_sqrt(opf_maximum(ss, (T)0) + (T)attrs[0].f); /* NaN stays NaN (M = 0 too) */
+    mean[0] = mu + c;
+    rstd[0] = r;
+    if (w != NULL && b != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = (((x[i] - mu) - c) * r) * w[i] + b[i];
+        }
+    } else if (w != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = (((x[i] - mu) - c) * r) * w[i];
+        }
+    } else if (b != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = ((x[i] - mu) - c) * r + b[i];
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = ((x[i] - mu) - c) * r;
+        }
+    }
+})
+
+/* With xh = (x - mean) r, g = dy w, r = rstd:
+ *   dx = r (g - mean(g) - xh mean(g xh)) + dmean / M - drstd r^2 xh / M
+ *   dw = sum over rows of dy xh, db = sum over rows of dy.
+ * dy, dmean and drstd absent: zero. Two passes over the row: the sums, then
+ * dx, dw and db. */
+OPF_ROW_KERNEL(layer_norm_grad, (x, mean, rstd, dy, w, dmean, drstd), (dx, dw, db), {
+    const T mu = mean[0], r = rstd[0];
+    if (dx != NULL && n > 0) {
+        T sg = 0, sgx = 0;
+        if (dy != NULL && w != NULL) {
+            if (OPF_IS_F64) {
+                norms_g_sums_f64(n, (const double *)dy, (const double *)w, (const double *)x, (double)mu, (double *)&sg,
+                                 (double *)&sgx);
+            } else {
+                norms_g_sums_f32(n, (const float *)dy, (const float *)w, (const float *)x, (float)mu, (float *)&sg,
+                                 (float *)&sgx);
+            }
+            sgx = sgx * r;
+        } else if (dy != NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = dy[i] * (x[i] - mu);
+            }
+            sg = opf_sum(n, dy);
+            sgx = opf_sum(n, dx) * r;
+        }
+        const T inv_n = (T)1 / (T)n;
+        const T c0 = (dmean != NULL ? dmean[0] * inv_n : (T)0) - r * sg * inv_n;
+        const T c1 = r * sgx * inv_n + (drstd != NULL ? drstd[0] * r * r * inv_n : (T)0);
+        if (dy != NULL && w != NULL && dw != NULL && db != NULL) { /* training's case: one pass for all three */
+            OPF_SIMD_LOOP
+            for (int64_t i = 0; i < n; i++) {
+                const T xh = (x[i] - mu) * r;
+                dx[i] = r * (dy[i] * w[i]) + c0 - xh * c1;
+                dw[i] += dy[i] * xh;
+                db[i] += dy[i];
+            }
+            return;
+        }
+        if (dy != NULL && w != NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * (dy[i] * w[i]) + c0 - ((x[i] - mu) * r) * c1;
+            }
+        } else if (dy != NULL) {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = r * dy[i] + c0 - ((x[i] - mu) * r) * c1;
+            }
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                dx[i] = c0 - ((x[i] - mu) * r) * c1;
+            }
+        }
+    }
+    if (dw != NULL && dy != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            dw[i] += dy[i] * ((x[i] - mu) * r);
+        }
+    }
+    if (db != NULL && dy != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            db[i] += dy[i];
+        }
+    }
+})
+
+/* The gradients of layer_norm_grad's dx (cotangent ddx; absent: zero) with
+ * respect to each of its inputs. With xh = (x - mean) r, g = dy w,
+ * A = sum(ddx), B = <ddx, xh>, Sg = sum(g), Sgx = <g, xh>:
+ *   proj = r (ddx - A / M - xh B / M)
+ *   H = -(r / M) (ddx Sgx + B g) - drstd r^2 ddx / M
+ *   gx = r H, gmean = -r sum(H),
+ *   grstd = <ddx, g> - (A Sg + B Sgx) / M - 2 drstd r B / M + <H, x - mean>
+ *   gdy = w proj, gw = sum over rows of dy proj
+ *   gdmean = A / M, gdrstd = -r^2 B / M
+ * (layer_norm_grad_grad_affine adds the parts of dw's and db's cotangents.)
+ * gdy, gdmean and gdrstd do not involve dy: with ddx = x' they are
+ * layer_norm's tangents y' (before w' and b'), mean' and rstd'. */
+OPF_ROW_KERNEL(layer_norm_grad_grad, (x, mean, rstd, dy, w, dmean, drstd, ddx),
+               (gx, gmean, grstd, gdy, gw, gdmean, gdrstd), {
+                   const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, drs = NORMS_OR(drstd, 0, 0);
+                   double sa = 0, sb = 0, sg = 0, sgx = 0, dg = 0;
+                   (void)dmean; /* dx = ... + dmean / M: dmean's value enters no gradient */
+                   for (int64_t i = 0; i < n; i++) {
+                       const double xh = (NORMS_AT(x, i) - mu) * r, g = NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1),
+                                    dd = NORMS_OR(ddx, i, 0);
+                       sa += dd;
+                       sb += dd * xh;
+                       sg += g;
+                       sgx += g * xh;
+                       dg += dd * g;
+                   }
+                   double sh = 0, shx = 0;
+                   for (int64_t i = 0; i < n; i++) {
+                       const double xc = NORMS_AT(x, i) - mu, xh = xc * r, dyi = NORMS_OR(dy, i, 0),
+                                    wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);
+                       const double proj = r * (dd - sa / m - xh * sb / m);
+                       const double h = -(r / m) * (dd * sgx + sb * dyi * wi) - drs * r * r * dd / m;
+                       sh += h;
+                       shx += h * xc;
+                       if (gdy != NULL) {
+                           gdy[i] = (T)(wi * proj);
+                       }
+                       if (gx != NULL) {
+                           gx[i] = (T)(r * h);
+                       }
+                       if (gw != NULL) {
+                           gw[i] += (T)(dyi * proj);
+                       }
+                   }
+                   if (gmean != NULL) {
+                       gmean[0] = (T)(-r * sh);
+                   }
+                   if (grstd != NULL) {
+                       grstd[0] = (T)(dg - (sa * sg + sb * sgx) / m - 2 * drs * r * sb / m + shx);
+                   }
+                   if (gdmean != NULL) {
+                       gdmean[0] = (T)(sa / m);
+                   }
+                   if (gdrstd != NULL) {
+                       gdrstd[0] = (T)(-r * r * sb / m);
+                   }
+               })
+
+/* The gradients of layer_norm_grad's dw and db (cotangents ddw, ddb; absent:
+ * zero) with respect to x, mean, rstd and dy. With xh = (x - mean) r and
+ * H = ddw dy: gx = r H, gmean = -r sum(H), grstd = <H, x - mean>,
+ * gdy = ddw xh + ddb (with ddw = w', ddb = b': layer_norm's tangent y' from
+ * w' and b'). */
+OPF_ROW_KERNEL(layer_norm_grad_grad_affine, (x, mean, rstd, dy, ddw, ddb), (gx, gmean, grstd, gdy), {
+    const double mu = mean[0], r = rstd[0];
+    double sh = 0, shx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, h = NORMS_OR(ddw, i, 0) * NORMS_OR(dy, i, 0);
+        sh += h;
+        shx += h * xc;
+        if (gdy != NULL) {
+            gdy[i] = (T)(NORMS_OR(ddw, i, 0) * (xc * r) + NORMS_OR(ddb, i, 0));
+        }
+        if (gx != NULL) {
+            gx[i] = (T)(r * h);
+        }
+    }
+    if (gmean != NULL) {
+        gmean[0] = (T)(-r * sh);
+    }
+    if (grstd != NULL) {
+        grstd[0] = (T)shx;
+    }
+})
+
+/* The derivative of layer_norm_grad's dx and dw along tangents xt of x and
+ * wt of w (absent: zero); layer_norm_grad_jvp_stats does mean and rstd, and
+ * layer_norm_grad itself dy, dmean and drstd (in which it is linear). With
+ * xc = x - mean and g = dy w, layer_norm_grad's
+ *   dx = r g - r sum(g) / M - r^3 xc (<g, xc> + drstd) / M + dmean / M, so
+ *   dxt = -r^3 (xt (<g, xc> + drstd) + xc <g, xt>) / M
+ *         + r g' - r sum(g') / M - r^3 xc <g', xc> / M        (g' = dy wt)
+ *   dwt = sum over rows of dy xt r */
+OPF_ROW_KERNEL(layer_norm_grad_jvp, (x, mean, rstd, dy, w, drstd, xt, wt), (dxt, dwt), {
+    const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, r3 = r * r * r / m;
+    double t = NORMS_OR(drstd, 0, 0), gxt = 0, sgt = 0, gtxc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1),
+                     gt = dyi * NORMS_OR(wt, i, 0);
+        t += g * xc;
+        gxt += g * NORMS_OR(xt, i, 0);
+        sgt += gt;
+        gtxc += gt * xc;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dyi = NORMS_OR(dy, i, 0), xti = NORMS_OR(xt, i, 0),
+                     gt = dyi * NORMS_OR(wt, i, 0);
+        if (dxt != NULL) {
+            dxt[i] = (T)(-r3 * (xti * t + xc * gxt) + r * gt - r * sgt / m - r3 * xc * gtxc);
+        }
+        if (dwt != NULL) {
+            dwt[i] += (T)(dyi * xti * r);
+        }
+    }
+})
+
+/* The derivative of layer_norm_grad's dx and dw along tangents meant of mean
+ * and rstdt of rstd (absent: zero). With xc = x - mean, g = dy w,
+ * T = <g, xc> + drstd:
+ *   dxt = r^3 meant (T + xc sum(g)) / M + rstdt (g - sum(g) / M - 3 r^2 xc T / M)
+ *   dwt = sum over rows of dy (xc rstdt - r meant) */
+OPF_ROW_KERNEL(layer_norm_grad_jvp_stats, (x, mean, rstd, dy, w, drstd, meant, rstdt), (dxt, dwt), {
+    const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, r3 = r * r * r / m;
+    const double mt = NORMS_OR(meant, 0, 0), rt = NORMS_OR(rstdt, 0, 0);
+    double t = NORMS_OR(drstd, 0, 0), sg = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double g = NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1);
+        t += g * (NORMS_AT(x, i) - mu);
+        sg += g;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1);
+        if (dxt != NULL) {
+            dxt[i] = (T)(r3 * mt * (t + xc * sg) + rt * (g - sg / m - 3 * r * r * xc * t / m));
+        }
+        if (dwt != NULL) {
+            dwt[i] += (T)(dyi * (xc * rt - r * mt));
+        }
+    }
+})
+
+/* --- declarations ------------------------------------------------------------------------------------------------- */
+
+/* Each forward op R has a gradient row G (R.grad), whose own gradient row GG
+ * (G.grad) also gives the terms of R's and G's tangent rules that G cannot:
+ * R.jvp and G.jvp name G, GG and (rms_norm, layer_norm) rows of G's
+ * derivative along its non-linear inputs. That closes second order in both
+ * modes; GG and the *_jvp rows declare no rules (third order is an error
+ * naming them). */
+
+const opf_op_decl opf_decl_softmax = {
+    "softmax(x[..., M]) -> y[..., M]",
+    .doc = "Softmax over the last axis: y = exp(x - max) / sum(exp(x - max)) per row. A row holding +inf or NaN, "
+           "or only -inf, gives NaN throughout (as torch.softmax).",
+    .grad = "dx = softmax_grad(dy, y)",
+    .jvp = "y' = softmax_grad(x', y)", /* the Jacobian diag(y) - y y^T is symmetric */
+    .arg_docs = "x: input [..., M], rows along the last axis; y: the softmax of each row, the shape of x",
+    .row = &softmax,
+};
+
+const opf_op_decl opf_decl_softmax_grad = {
+    "softmax_grad(dy[..., M], y[..., M]) -> dx[..., M]",
+    .doc = "Gradient of softmax: dx = y * (dy - sum(dy * y)) per row.",
+    .grad = "ddy, dy, _ = softmax_grad_grad(ddx, dy, y)",
+    .jvp = "dx' = softmax_grad(dy', y); _, _, dx' = softmax_grad_grad(y', dy, y)",
+    .arg_docs = "dy: gradient of softmax's output; y: softmax's output; dx: gradient of softmax's input",
+    .row = &softmax_grad,
+};
+
+const opf_op_decl opf_decl_softmax_grad_grad = {
+    "softmax_grad_grad(ddx[..., M], dy[..., M], y[..., M]) -> (gdy[..., M]?, gy[..., M]?, jy[..., M]?)",
+    .doc = "Second derivatives of softmax_grad: with ddx the gradient flowing into its dx, gdy = softmax_grad(ddx, y) "
+           "and gy = ddx * (dy - sum(dy * y)) - dy * sum(ddx * y) per row (its gradients); jy = ddx * (dy - sum(dy * "
+           "y)) - y * sum(dy * ddx), the derivative of its dx along y in the direction ddx (its tangent rule).",
+    .arg_docs = "ddx: gradient of softmax_grad's dx (or tangent of its y, for jy); dy: softmax_grad's dy; y: "
+                "softmax_grad's y; gdy: gradient of dy; gy: gradient of y; jy: tangent of dx from y's",
+    .row = &softmax_grad_grad,
+};
+
+const opf_op_decl opf_decl_log_softmax = {
+    "log_softmax(x[..., M]) -> y[..., M]",
+    .doc = "Log-softmax over the last axis: y = (x - max) - log(sum(exp(x - max))) per row. A row holding +inf or "
+           "NaN, or only -inf, gives NaN throughout (as torch.log_softmax).",
+    .grad = "dx = log_softmax_grad(dy, y)",
+    .jvp = "y', _ = log_softmax_grad_grad(x', y, _)", /* y' = x' - sum(exp(y) x') */
+    .arg_docs = "x: input [..., M], rows along the last axis; y: the log-softmax of each row, the shape of x",
+    .row = &log_softmax,
+};
+
+const opf_op_decl opf_decl_log_softmax_grad = {
+    "log_softmax_grad(dy[..., M], y[..., M]) -> dx[..., M]",
+    .doc = "Gradient of log_softmax: dx = dy - exp(y) * sum(dy) per row.",
+    .grad = "ddy, dy = log_softmax_grad_grad(ddx, y, dy)",
+    .jvp = "dx' = log_softmax_grad(dy', y); _, dx' = log_softmax_grad_grad(y', y, dy)",
+    .arg_docs = "dy: gradient of log_softmax's output; y: log_softmax's output; dx: gradient of log_softmax's input",
+    .row = &log_softmax_grad,
+};
+
+const opf_op_decl opf_decl_log_softmax_grad_grad = {
+    "log_softmax_grad_grad(ddx[..., M], y[..., M], dy[..., M]?) -> (gdy[..., M]?, gy[..., M]?)",
+    .doc = "Second derivatives of log_softmax_grad: with ddx the gradient flowing into its dx and p = exp(y), "
+           "gdy = ddx - sum(ddx * p) (also log_softmax's Jacobian applied to ddx) and gy = -ddx * p * sum(dy) per "
+           "row (zero without dy).",
+    .arg_docs = "ddx: gradient of log_softmax_grad's dx (or a tangent); y: log_softmax_grad's y; dy: "
+                "log_softmax_grad's dy, optional; gdy: gradient of dy; gy: gradient of y",
+    .row = &log_softmax_grad_grad,
+};
+
+const opf_op_decl opf_decl_rms_norm = {
+    "rms_norm(x[..., M], w[M]?, *, eps: float = -1) -> (y[..., M], rstd[...])",
+    .doc = "RMS normalization over the last axis (torch.nn.functional.rms_norm): y = x * rstd * w with "
+           "rstd = 1 / sqrt(mean(x^2) + eps) per row. A negative eps (the default) means the machine epsilon of "
+           "x's dtype, as torch's eps=None.",
+    .grad = "dx, dw = rms_norm_grad(x, rstd, dy, w, drstd)",
+    .jvp = "_, _, y', _, rstd' = rms_norm_grad_grad(x, rstd, _, w, _, x', w')",
+    .arg_docs = "x: input [..., M], rows along the last axis; w: weight [M], optional (absent: ones); eps: added to "
+                "the mean square (negative: the dtype's machine epsilon); y: the normalized rows, the shape of x; "
+                "rstd: 1 / sqrt(mean(x^2) + eps) of each row [...]",
+    .row = &rms_norm,
+};
+
+const opf_op_decl opf_decl_rms_norm_grad = {
+    "rms_norm_grad(x[..., M], rstd[...], dy[..., M]?, w[M]?, drstd[...]?) -> (dx[..., M]?, dw[M]?)",
+    .doc = "Gradients of rms_norm: with g = dy * w, dx = rstd * g - x * rstd^3 / M * (sum(g * x) + drstd) per row "
+           "and dw = the sum over rows of dy * x * rstd. dy and drstd, the gradients flowing into rms_norm's y and "
+           "rstd, are optional (absent: zero).",
+    .grad = "dx, drstd, ddy, dw, ddrstd = rms_norm_grad_grad(x, rstd, dy, w, drstd, ddx, ddw)",
+    .jvp = "dx', dw' = rms_norm_grad(x, rstd, dy', w, drstd'); dx', dw' = rms_norm_grad_jvp(x, rstd, dy, w, drstd, x', "
+           "rstd', w')",
+    .arg_docs = "x: rms_norm's input; rstd: rms_norm's rstd; dy: gradient of rms_norm's y, optional; w: rms_norm's "
+                "weight, optional; drstd: gradient of rms_norm's rstd, optional; dx: gradient of x; dw: gradient of "
+                "w [M]",
+    .row = &rms_norm_grad,
+};
+
+const opf_op_decl opf_decl_rms_norm_grad_grad = {
+    "rms_norm_grad_grad(x[..., M], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, ddx[..., M]?, ddw[M]?) -> "
+    "(gx[..., M]?, grstd[...]?, gdy[..., M]?, gw[M]?, gdrstd[...]?)",
+    .doc = "Gradients of rms_norm_grad with respect to each of its inputs, from the gradients ddx and ddw flowing "
+           "into its outputs (absent: zero). gdy and gdrstd do not involve dy: with ddx = x' and ddw = w' they are "
+           "rms_norm's tangents y' and rstd'.",
+    .arg_docs = "x: rms_norm_grad's x; rstd: rms_norm_grad's rstd; dy: rms_norm_grad's dy, optional; w: "
+                "rms_norm_grad's w, optional; drstd: rms_norm_grad's drstd, optional; ddx: gradient of rms_norm_grad's "
+                "dx; ddw: gradient of rms_norm_grad's dw; gx: gradient of x; grstd: gradient of rstd; gdy: gradient "
+                "of dy; gw: gradient of w; gdrstd: gradient of drstd",
+    .row = &rms_norm_grad_grad,
+};
+
+const opf_op_decl opf_decl_rms_norm_grad_jvp = {
+    "rms_norm_grad_jvp(x[..., M], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, xt[..., M]?, rstdt[...]?, wt[M]?) -> "
+    "(dxt[..., M]?, dwt[M]?)",
+    .doc = "The derivative of rms_norm_grad's dx and dw along tangents xt, rstdt and wt of x, rstd and w (absent: "
+           "zero): the part of rms_norm_grad's tangent rule that rms_norm_grad itself (linear in dy and drstd) "
+           "does not give.",
+    .arg_docs = "x: rms_norm_grad's x; rstd: rms_norm_grad's rstd; dy: rms_norm_grad's dy, optional; w: "
+                "rms_norm_grad's w, optional; drstd: rms_norm_grad's drstd, optional; xt: tangent of x; rstdt: tangent "
+                "of rstd; wt: tangent of w; dxt: tangent of dx; dwt: tangent of dw",
+    .row = &rms_norm_grad_jvp,
+};
+
+const opf_op_decl opf_decl_layer_norm = {
+    "layer_norm(x[..., M], w[M]?, b[M]?, *, eps: float = 1e-5) -> (y[..., M], mean[...], rstd[...])",
+    .doc = "Layer normalization over the last axis (torch.nn.functional.layer_norm): y = (x - mean) * rstd * w + b "
+           "with the row's mean and rstd = 1 / sqrt(var + eps), var the biased variance. mean and rstd are returned "
+           "for the gradient, as torch.native_layer_norm does.",
+    .grad = "dx, dw, db = layer_norm_grad(x, mean, rstd, dy, w, dmean, drstd)",
+    .jvp = "_, _, _, y', _, mean', rstd' = layer_norm_grad_grad(x, mean, rstd, _, w, _, _, x'); "
+           "_, _, _, y' = layer_norm_grad_grad_affine(x, mean, rstd, _, w', b')",
+    .arg_docs = "x: input [..., M], rows along the last axis; w: weight [M], optional (absent: ones); b: bias [M], "
+                "optional (absent: zeros); eps: added to the variance; y: the normalized rows, the shape of x; "
+                "mean: the mean of each row [...]; rstd: 1 / sqrt(var + eps) of each row [...]",
+    .row = &layer_norm,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad = {
+    "layer_norm_grad(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, dmean[...]?, drstd[...]?) -> "
+    "(dx[..., M]?, dw[M]?, db[M]?)",
+    .doc = "Gradients of layer_norm: with xh = (x - mean) * rstd and g = dy * w, dx = rstd * (g - mean(g) - "
+           "xh * mean(g * xh)) + dmean / M - drstd * rstd^2 * xh / M per row, dw = the sum over rows of dy * xh and "
+           "db = the sum over rows of dy. dy, dmean and drstd, the gradients flowing into layer_norm's y, mean and "
+           "rstd, are optional (absent: zero).",
+    .grad =
+        "dx, dmean, drstd, ddy, dw, ddmean, ddrstd = layer_norm_grad_grad(x, mean, rstd, dy, w, dmean, drstd, ddx); "
+        "dx, dmean, drstd, ddy = layer_norm_grad_grad_affine(x, mean, rstd, dy, ddw, ddb)",
+    .jvp = "dx', dw', db' = layer_norm_grad(x, mean, rstd, dy', w, dmean', drstd'); "
+           "dx', dw' = layer_norm_grad_jvp(x, mean, rstd, dy, w, drstd, x', w'); "
+           "dx', dw' = layer_norm_grad_jvp_stats(x, mean, rstd, dy, w, drstd, mean', rstd')",
+    .arg_docs = "x: layer_norm's input; mean: layer_norm's mean; rstd: layer_norm's rstd; dy: gradient of "
+                "layer_norm's y, optional; w: layer_norm's weight, optional; dmean: gradient of layer_norm's mean, "
+                "optional; drstd: gradient of layer_norm's rstd, optional; dx: gradient of x; dw: gradient of w [M]; "
+                "db: gradient of b [M]",
+    .row = &layer_norm_grad,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_grad = {
+    "layer_norm_grad_grad(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, dmean[...]?, drstd[...]?, "
+    "ddx[..., M]?) -> (gx[..., M]?, gmean[...]?, grstd[...]?, gdy[..., M]?, gw[M]?, gdmean[...]?, gdrstd[...]?)",
+    .doc = "Gradients of layer_norm_grad's dx with respect to each of its inputs, from the gradient ddx flowing into "
+           "dx (absent: zero); layer_norm_grad_grad_affine gives those of dw and db. gdy, gdmean and gdrstd do not "
+           "involve dy: with ddx = x' they are layer_norm's tangents y' (its part from x'), mean' and rstd'.",
+    .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
+                "layer_norm_grad's dy, optional; w: layer_norm_grad's w, optional; dmean: layer_norm_grad's dmean, "
+                "optional; drstd: layer_norm_grad's drstd, optional; ddx: gradient of layer_norm_grad's dx; gx: "
+                "gradient of x; gmean: gradient of mean; grstd: gradient of rstd; gdy: gradient of dy; gw: gradient "
+                "of w; gdmean: gradient of dmean; gdrstd: gradient of drstd",
+    .row = &layer_norm_grad_grad,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_grad_affine = {
+    "layer_norm_grad_grad_affine(x[..., M], mean[...], rstd[...], dy[..., M]?, ddw[M]?, ddb[M]?) -> "
+    "(gx[..., M]?, gmean[...]?, grstd[...]?, gdy[..., M]?)",
+    .doc = "Gradients of layer_norm_grad's dw and db with respect to x, mean, rstd and dy, from the gradients ddw "
+           "and ddb flowing into them (absent: zero): with xh = (x - mean) * rstd, gx = rstd * ddw * dy, "
+           "gmean = -rstd * sum(ddw * dy), grstd = sum(ddw * dy * (x - mean)) per row, gdy = ddw * xh + ddb (with "
+           "ddw = w', ddb = b': layer_norm's tangent y' from w' and b').",
+    .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
+                "layer_norm_grad's dy, optional; ddw: gradient of layer_norm_grad's dw; ddb: gradient of "
+                "layer_norm_grad's db; gx: gradient of x; gmean: gradient of mean; grstd: gradient of rstd; gdy: "
+                "gradient of dy",
+    .row = &layer_norm_grad_grad_affine,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_jvp = {
+    "layer_norm_grad_jvp(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, xt[..., M]?, wt[M]?) -> "
+    "(dxt[..., M]?, dwt[M]?)",
+    .doc = "The derivative of layer_norm_grad's dx and dw along tangents xt of x and wt of w (absent: zero); "
+           "layer_norm_grad_jvp_stats gives those along mean's and rstd's, and layer_norm_grad itself (linear in "
+           "dy, dmean and drstd) the rest of its tangent rule.",
+    .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
+                "layer_norm_grad's dy, optional; w: layer_norm_grad's w, optional; drstd: layer_norm_grad's drstd, "
+                "optional; xt: tangent of x; wt: tangent of w; dxt: tangent of dx; dwt: tangent of dw",
+    .row = &layer_norm_grad_jvp,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_jvp_stats = {
+    "layer_norm_grad_jvp_stats(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, meant[...]?, "
+    "rstdt[...]?) -> (dxt[..., M]?, dwt[M]?)",
+    .doc = "The derivative of layer_norm_grad's dx and dw along tangents meant of mean and rstdt of rstd (absent: "
+           "zero).",
+    .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
+                "layer_norm_grad's dy, optional; w: layer_norm_grad's w, optional; drstd: layer_norm_grad's drstd, "
+                "optional; meant: tangent of mean; rstdt: tangent of rstd; dxt: tangent of dx; dwt: tangent of dw",
+    .row = &layer_norm_grad_jvp_stats,
+};
