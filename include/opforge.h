@@ -824,10 +824,11 @@ opf_error(opf_status status, const char *fmt, ...);
  * on past ten pairs of arrays (a loop reading three rows and writing three). */
 #define OPF_SIMD_LOOP OPF__SIMD_LOOP
 
-/* A helper function that kernel bodies call: inline, and in a file compiled
- * by nvcc, for the host and the device. */
+/* A helper function that kernel bodies call: always inlined (a call left in
+ * a kernel's loop keeps it from vectorizing), and in a file compiled by nvcc,
+ * for the host and the device. */
 #if defined(__CUDACC__)
-#define OPF_KERNEL_FN static inline __host__ __device__
+#define OPF_KERNEL_FN static __forceinline__ __host__ __device__
 #else
 #define OPF_KERNEL_FN OPF_INLINE
 #endif

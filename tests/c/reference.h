@@ -218,6 +218,90 @@ static inline void ref_dense_db(size_t N, size_t M, const double *dz, double eps
 }
 
 /* ------------------------------------------------------------------------ */
+/* Activations (gelu, silu, sigmoid, tanh): long double, from libm           */
+/* ------------------------------------------------------------------------ */
+
+/* f(x), f'(x), f''(x) of an activation in long double, and the magnitudes of
+ * the terms each derivative sums (s1 for f', s2 for f''): near a zero of a
+ * derivative, where those terms cancel, an error is measured against them.
+ * NaN and +-inf follow PyTorch, JAX and TensorFlow: x f(x) forms give NaN at
+ * -inf (-inf * 0), derivatives of gelu and silu are NaN at +-inf. */
+typedef struct ref_act {
+    long double f, d1, d2, s1, s2;
+} ref_act;
+
+/* σ(v) without overflow or cancellation. */
+static inline long double ref_sigmoidl(long double v) {
+    return v >= 0 ? 1.0L / (1.0L + expl(-v)) : expl(v) / (1.0L + expl(v));
+}
+
+/* x σ(v(x)) forms: tanh-approximated gelu (v = 2 √(2/π) (x + 0.044715 x³))
+ * and silu (v = x). */
+static inline ref_act ref_act_sigma_form(long double x, int gelu) {
+    const long double b1 = 2.0L * sqrtl(2.0L / 3.14159265358979323846264338327950288L), b3 = 0.044715L * b1;
+    long double v = gelu ? x * (b1 + b3 * x * x) : x, vd = gelu ? b1 + 3 * b3 * x * x : 1, vdd = gelu ? 6 * b3 * x : 0;
+    long double s = ref_sigmoidl(v), sb = ref_sigmoidl(-v);
+    ref_act r;
+    r.f = x * s;
+    r.d1 = s + x * s * sb * vd;
+    r.d2 = s * sb * (2 * vd + x * (sb - s) * vd * vd + x * vdd);
+    r.s1 = s + fabsl(x) * s * sb * vd;
+    r.s2 = s * sb * (2 * vd + fabsl(x) * fabsl(sb - s) * vd * vd + fabsl(x * vdd));
+    if (isinf(x)) { /* the frameworks: NaN derivatives */
+        r.d1 = r.d2 = NAN;
+    }
+    return r;
+}
+
+/* gelu: x Φ(x), Φ the standard normal CDF (tanh_form: the tanh approximation). */
+static inline ref_act ref_act_gelu(long double x, int tanh_form) {
+    if (tanh_form) {
+        return ref_act_sigma_form(x, 1);
+    }
+    const long double c = 0.398942280401432677939946059934381868L; /* 1/√(2π) */
+    long double phi = c * expl(-x * x / 2), cdf = 0.5L * erfcl(-x * 0.707106781186547524400844362104849039L);
+    ref_act r;
+    r.f = x * cdf;
+    r.d1 = cdf + x * phi;
+    r.d2 = phi * (2 - x * x);
+    r.s1 = cdf + fabsl(x) * phi;
+    r.s2 = phi * (2 + x * x);
+    if (isinf(x)) {
+        r.d1 = r.d2 = NAN;
+    }
+    return r;
+}
+
+static inline ref_act ref_act_silu(long double x) { return ref_act_sigma_form(x, 0); }
+
+/* sigmoid and tanh: values only (their gradient rows take the output). */
+static inline ref_act ref_act_sigmoid(long double x) {
+    ref_act r = {ref_sigmoidl(x), 0, 0, 0, 0};
+    return r;
+}
+static inline ref_act ref_act_tanh(long double x) {
+    ref_act r = {tanhl(x), 0, 0, 0, 0};
+    return r;
+}
+
+/* |got - want| in units in the last place of `of` for the dtype (is_f64:
+ * double, else float; subnormal ulps below the normal range); 0 when both
+ * are the same NaN or infinity, INFINITY when one is and the other is not. */
+static inline double ref_ulps(double got, long double want, long double of, int is_f64) {
+    if (isnan(want) || isnan(got)) {
+        return isnan(want) && isnan(got) ? 0.0 : INFINITY;
+    }
+    if (isinf(want) || isinf(got)) {
+        return (long double)got == want ? 0.0 : INFINITY;
+    }
+    int e;
+    frexpl(fabsl(of), &e);
+    const int p = is_f64 ? 53 : 24, emin = is_f64 ? -1021 : -125; /* frexp's exponent of the least normal */
+    e = of == 0 || e < emin ? emin : e;
+    return (double)(fabsl((long double)got - want) / ldexpl(1.0L, e - p));
+}
+
+/* ------------------------------------------------------------------------ */
 /* Row-wise ops over the last axis (one row of m values, in double)          */
 /* ------------------------------------------------------------------------ */
 

@@ -20,70 +20,211 @@
 /* The authored elementwise kernels of the built-in table                    */
 /* ------------------------------------------------------------------------ */
 
-/* The reference of an elementwise built-in, on contiguous arrays. relu_grad's
- * kernel takes (a = dy, b = x), the order of opf_relu_grad's arguments. */
-typedef void (*eltwise_ref)(opf_dtype dtype, size_t n, const void *a, const void *b, void *y, double alpha);
+/* The reference of an elementwise built-in on contiguous arrays: for element
+ * i of output j, want[j][i] and the magnitude scale[j][i] its error is
+ * measured against, in ulps of max(|want|, scale) of the dtype (the table
+ * below gives the bound; 0: bit for bit). Inputs in the kernel's order
+ * (relu_grad: dy, x). */
+typedef void (*eltwise_ref)(opf_dtype dt, size_t n, const void *const *in, long double *const *want,
+                            long double *const *scale, const opf_attr_value *attrs);
 
-static void kref_relu(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
-    (void)b, (void)alpha;
-    dt == OPF_F32 ? ref_relu_array_f32(n, a, y) : ref_relu_array_f64(n, a, y);
+static long double in_at(opf_dtype dt, const void *p, size_t i) {
+    return dt == OPF_F32 ? (long double)((const float *)p)[i] : (long double)((const double *)p)[i];
 }
-static void kref_scale(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
-    (void)b;
-    dt == OPF_F32 ? ref_scale_array_f32(n, (float)alpha, a, y) : ref_scale_array_f64(n, alpha, a, y);
-}
-static void kref_relu_grad(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
-    (void)alpha;
-    dt == OPF_F32 ? ref_relu_grad_array_f32(n, a, b, y) : ref_relu_grad_array_f64(n, a, b, y);
-}
-static void kref_add(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
-    (void)alpha;
-    dt == OPF_F32 ? ref_add_array_f32(n, a, b, y) : ref_add_array_f64(n, a, b, y);
+/* v rounded to the dtype (as the library forms an intermediate product). */
+static long double in_dtype(opf_dtype dt, long double v) {
+    return dt == OPF_F32 ? (long double)(float)v : (long double)(double)v;
 }
 
-static void kref_mul(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
-    (void)alpha;
-    dt == OPF_F32 ? ref_mul_array_f32(n, a, b, y) : ref_mul_array_f64(n, a, b, y);
+static void kref_relu(opf_dtype dt, size_t n, const void *const *in, long double *const *want,
+                      long double *const *scale, const opf_attr_value *attrs) {
+    (void)scale, (void)attrs;
+    for (size_t i = 0; i < n; i++) {
+        want[0][i] = dt == OPF_F32 ? ref_relu_f32(((const float *)in[0])[i]) : ref_relu_f64(((const double *)in[0])[i]);
+    }
+}
+static void kref_relu_grad(opf_dtype dt, size_t n, const void *const *in, long double *const *want,
+                           long double *const *scale, const opf_attr_value *attrs) {
+    (void)scale, (void)attrs;
+    for (size_t i = 0; i < n; i++) {
+        want[0][i] = dt == OPF_F32 ? ref_relu_grad_f32(((const float *)in[0])[i], ((const float *)in[1])[i])
+                                   : ref_relu_grad_f64(((const double *)in[0])[i], ((const double *)in[1])[i]);
+    }
+}
+static void kref_scale(opf_dtype dt, size_t n, const void *const *in, long double *const *want,
+                       long double *const *scale, const opf_attr_value *attrs) {
+    (void)scale;
+    for (size_t i = 0; i < n; i++) {
+        want[0][i] = dt == OPF_F32 ? ref_scale_f32((float)attrs[0].f, ((const float *)in[0])[i])
+                                   : ref_scale_f64(attrs[0].f, ((const double *)in[0])[i]);
+    }
+}
+static void kref_add(opf_dtype dt, size_t n, const void *const *in, long double *const *want, long double *const *scale,
+                     const opf_attr_value *attrs) {
+    (void)scale, (void)attrs;
+    for (size_t i = 0; i < n; i++) {
+        want[0][i] = dt == OPF_F32 ? ref_add_f32(((const float *)in[0])[i], ((const float *)in[1])[i])
+                                   : ref_add_f64(((const double *)in[0])[i], ((const double *)in[1])[i]);
+    }
+}
+
+static void kref_mul(opf_dtype dt, size_t n, const void *const *in, long double *const *want, long double *const *scale,
+                     const opf_attr_value *attrs) {
+    (void)scale, (void)attrs; /* mul(a, b); mul_grad(dy, other, like): dy other, like unread */
+    for (size_t i = 0; i < n; i++) {
+        want[0][i] = dt == OPF_F32 ? ref_mul_f32(((const float *)in[0])[i], ((const float *)in[1])[i])
+                                   : ref_mul_f64(((const double *)in[0])[i], ((const double *)in[1])[i]);
+    }
 }
 /* sum_to's kernel (x, like): y = x, like unread (the engine sums). */
-static void kref_copy(opf_dtype dt, size_t n, const void *a, const void *b, void *y, double alpha) {
-    (void)b, (void)alpha;
-    memcpy(y, a, n * opf_dtype_size(dt));
+static void kref_copy(opf_dtype dt, size_t n, const void *const *in, long double *const *want,
+                      long double *const *scale, const opf_attr_value *attrs) {
+    (void)scale, (void)attrs;
+    for (size_t i = 0; i < n; i++) {
+        want[0][i] = in_at(dt, in[0], i);
+    }
 }
 
+/* The activations, from reference.h's long double f, f', f'' (x-form rows:
+ * forward(x), grad(dy, x) = dy f'(x), grad_grad(ddx, dy, x) = (ddx f'(x),
+ * (ddx dy) f''(x)), ddx dy formed in the dtype). */
+typedef ref_act (*act_fn)(long double x, int64_t attr);
+static ref_act act_gelu(long double x, int64_t attr) { return ref_act_gelu(x, attr != 0); }
+static ref_act act_silu(long double x, int64_t attr) { return (void)attr, ref_act_silu(x); }
+static ref_act act_sigmoid(long double x, int64_t attr) { return (void)attr, ref_act_sigmoid(x); }
+static ref_act act_tanh(long double x, int64_t attr) { return (void)attr, ref_act_tanh(x); }
+
+static void act_rows(act_fn f, int order, opf_dtype dt, size_t n, const void *const *in, long double *const *want,
+                     long double *const *scale, const opf_attr_value *attrs) {
+    for (size_t i = 0; i < n; i++) {
+        ref_act r = f(in_at(dt, in[order], i), attrs[0].i);
+        if (order == 0) {
+            want[0][i] = r.f;
+            scale[0][i] = 0;
+        } else {
+            long double g = in_at(dt, in[0], i);
+            /* a subnormal f' (f'') rounded in the dtype costs up to |g| subnormal ulps: a
+             * scale of |g| times the least normal value makes that a few ulps of it */
+            const long double least = dt == OPF_F32 ? FLT_MIN : DBL_MIN;
+            want[0][i] = g * r.d1;
+            scale[0][i] = fabsl(g) * (r.s1 > least ? r.s1 : least);
+            if (order == 2) {
+                long double gg = in_dtype(dt, g * in_at(dt, in[1], i));
+                want[1][i] = gg * r.d2;
+                scale[1][i] = fabsl(gg) * (r.s2 > least ? r.s2 : least);
+            }
+        }
+    }
+}
+#define ACT_REFS(name)                                                                                                 \
+    static void kref_##name(opf_dtype dt, size_t n, const void *const *in, long double *const *want,                   \
+                            long double *const *scale, const opf_attr_value *attrs) {                                  \
+        act_rows(act_##name, 0, dt, n, in, want, scale, attrs);                                                        \
+    }                                                                                                                  \
+    static void kref_##name##_grad(opf_dtype dt, size_t n, const void *const *in, long double *const *want,            \
+                                   long double *const *scale, const opf_attr_value *attrs) {                           \
+        act_rows(act_##name, 1, dt, n, in, want, scale, attrs);                                                        \
+    }                                                                                                                  \
+    static void kref_##name##_grad_grad(opf_dtype dt, size_t n, const void *const *in, long double *const *want,       \
+                                        long double *const *scale, const opf_attr_value *attrs) {                      \
+        act_rows(act_##name, 2, dt, n, in, want, scale, attrs);                                                        \
+    }
+ACT_REFS(gelu)
+ACT_REFS(silu)
+
+static void kref_sigmoid(opf_dtype dt, size_t n, const void *const *in, long double *const *want,
+                         long double *const *scale, const opf_attr_value *attrs) {
+    act_rows(act_sigmoid, 0, dt, n, in, want, scale, attrs);
+}
+static void kref_tanh(opf_dtype dt, size_t n, const void *const *in, long double *const *want,
+                      long double *const *scale, const opf_attr_value *attrs) {
+    act_rows(act_tanh, 0, dt, n, in, want, scale, attrs);
+}
+/* y-form rows (sigmoid_grad(dy, y), tanh_grad(dy, y) and their grad_grad
+ * (ddx, dy, y)): σ' = y (1 - y), tanh' = 1 - y², and the derivatives of
+ * those in y, 1 - 2y and -2y. */
+static void yform_rows(int tanh_form, int order, opf_dtype dt, size_t n, const void *const *in,
+                       long double *const *want, long double *const *scale) {
+    for (size_t i = 0; i < n; i++) {
+        long double y = in_at(dt, in[order], i), g = in_at(dt, in[0], i);
+        long double d1 = tanh_form ? (1 - y) * (1 + y) : y * (1 - y), d2 = tanh_form ? -2 * y : 1 - 2 * y;
+        const long double least = dt == OPF_F32 ? FLT_MIN : DBL_MIN; /* subnormal results: see act_rows */
+        want[0][i] = g * d1;
+        scale[0][i] = (1 + fabsl(d1)) * least;
+        if (order == 2) {
+            long double gg = in_dtype(dt, g * in_at(dt, in[1], i));
+            want[1][i] = gg * d2;
+            scale[1][i] = (1 + fabsl(d2)) * least;
+        }
+    }
+}
+#define YFORM_REFS(name, tanh_form)                                                                                    \
+    static void kref_##name##_grad(opf_dtype dt, size_t n, const void *const *in, long double *const *want,            \
+                                   long double *const *scale, const opf_attr_value *attrs) {                           \
+        (void)attrs;                                                                                                   \
+        yform_rows(tanh_form, 1, dt, n, in, want, scale);                                                              \
+    }                                                                                                                  \
+    static void kref_##name##_grad_grad(opf_dtype dt, size_t n, const void *const *in, long double *const *want,       \
+                                        long double *const *scale, const opf_attr_value *attrs) {                      \
+        (void)attrs;                                                                                                   \
+        yform_rows(tanh_form, 2, dt, n, in, want, scale);                                                              \
+    }
+YFORM_REFS(sigmoid, 0)
+YFORM_REFS(tanh, 1)
+
+/* Inputs an op is tested on beyond the default mixes: y-form rows take an
+ * output of sigmoid or tanh (their last input), values within [-2, 2]. */
+enum { DOMAIN_ANY = 0, DOMAIN_OUTPUT = 1 };
+
 /* Every elementwise row of the built-in table needs its reference here: a
- * row without one fails test_eltwise_kernels. A kernel of three inputs gets
- * (a, b, a): mul_grad's (dy, other, like) does not read like. */
+ * row without one fails test_eltwise_kernels. ulps: the bound on the error
+ * (0: bit for bit); attrs: the attribute sets tested (none: defaults). */
+static const opf_attr_value scale_alphas[] = {{.f = 2.0}, {.f = -0.5}, {.f = 0.1}, {.f = 0.0}, {.f = 1e-3}};
+static const opf_attr_value gelu_forms[] = {{.i = 0}, {.i = 1}}; /* approximate: none, tanh */
 static const struct {
     const char *op;
     eltwise_ref ref;
-} eltwise_refs[] = {{"relu", kref_relu}, {"relu_", kref_relu}, {"relu_grad", kref_relu_grad}, {"scale", kref_scale},
-                    {"add", kref_add},   {"mul", kref_mul},    {"sum_to", kref_copy},         {"mul_grad", kref_mul}};
+    double ulps;
+    int last_input_domain;
+    const opf_attr_value *attrs;
+    int num_attrs;
+} eltwise_refs[] = {
+    {"relu", kref_relu, 0, DOMAIN_ANY, NULL, 0},
+    {"relu_", kref_relu, 0, DOMAIN_ANY, NULL, 0},
+    {"relu_grad", kref_relu_grad, 0, DOMAIN_ANY, NULL, 0},
+    {"scale", kref_scale, 0, DOMAIN_ANY, scale_alphas, 5},
+    {"add", kref_add, 0, DOMAIN_ANY, NULL, 0},
+    {"mul", kref_mul, 0, DOMAIN_ANY, NULL, 0},
+    {"sum_to", kref_copy, 0, DOMAIN_ANY, NULL, 0},
+    {"mul_grad", kref_mul, 0, DOMAIN_ANY, NULL, 0},
+    /* bounds: docs/ops.md's measured maxima plus the products with dy, ddx */
+    {"gelu", kref_gelu, 8, DOMAIN_ANY, gelu_forms, 2},
+    {"gelu_grad", kref_gelu_grad, 8, DOMAIN_ANY, gelu_forms, 2},
+    {"gelu_grad_grad", kref_gelu_grad_grad, 10, DOMAIN_ANY, gelu_forms, 2},
+    {"silu", kref_silu, 4, DOMAIN_ANY, NULL, 0},
+    {"silu_grad", kref_silu_grad, 6, DOMAIN_ANY, NULL, 0},
+    {"silu_grad_grad", kref_silu_grad_grad, 8, DOMAIN_ANY, NULL, 0},
+    {"sigmoid", kref_sigmoid, 3, DOMAIN_ANY, NULL, 0},
+    {"sigmoid_grad", kref_sigmoid_grad, 3, DOMAIN_OUTPUT, NULL, 0},
+    {"sigmoid_grad_grad", kref_sigmoid_grad_grad, 3, DOMAIN_OUTPUT, NULL, 0},
+    {"tanh", kref_tanh, 6, DOMAIN_ANY, NULL, 0}, /* float: a rational, 5.5 ulp (activations.c) */
+    {"tanh_grad", kref_tanh_grad, 3, DOMAIN_OUTPUT, NULL, 0},
+    {"tanh_grad_grad", kref_tanh_grad_grad, 3, DOMAIN_OUTPUT, NULL, 0},
+};
+enum { NUM_ELTWISE_REFS = sizeof eltwise_refs / sizeof eltwise_refs[0] };
 
 typedef struct eltwise_case {
     const char *name;
     opf_dtype dtype;
     const char *op;
-    int arity;
+    int num_in, num_out;
     opf_eltwise_fn kernel;
-    eltwise_ref reference;
+    int ref; /* index in eltwise_refs */
 } eltwise_case;
 
-static void call_kernel(const eltwise_case *c, size_t n, const void *a, const void *b, void *y, double alpha) {
-    opf_attr_value attrs[OPF_MAX_ATTRS] = {{.f = alpha}};
-    const void *in[3] = {a, b, a};
-    void *out[1] = {y};
+static void call_kernel(const eltwise_case *c, size_t n, const void *const *in, void *const *out,
+                        const opf_attr_value *attrs) {
     c->kernel((int64_t)n, in, out, attrs);
-}
-
-static void call_eltwise(const eltwise_case *c, const void *unused, size_t n, const void *a, const void *b, void *y,
-                         double alpha) {
-    (void)unused;
-    call_kernel(c, n, a, b, y, alpha);
-}
-
-static void call_reference(const eltwise_case *c, size_t n, const void *a, const void *b, void *y, double alpha) {
-    c->reference(c->dtype, n, a, b, y, alpha);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -133,111 +274,245 @@ static int gbuf_guards_ok(const gbuf *g, const char *what, const char *ctx) {
 
 static void gbuf_free(gbuf *g) { free(g->base); }
 
-static int check_values(const eltwise_case *c, const void *got, const void *want, size_t n, const char *ctx,
-                        const char *variant) {
-    if (c->dtype == OPF_F32) {
-        return CHECK_CLOSE_F32(got, want, n, 0.0, 0.0, "%s, %s", ctx, variant);
+/* got (dtype values) against want: within the row's bound, in ulps of
+ * max(|want|, scale) (the dtype's ulp; subnormal ulps below the normal range).
+ * A derivative row's result is the product of dy (ddx, ddx dy) and f'(x)
+ * (f''(x)) rounded to the dtype: where f' is subnormal that rounding is up
+ * to |dy| half subnormal ulps, which scale covers (act_rows). A result that
+ * overflows near the largest finite value may round either way. */
+static int check_values(const eltwise_case *c, const void *got, const long double *want, const long double *scale,
+                        size_t n, const char *ctx, const char *variant) {
+    const double bound = eltwise_refs[c->ref].ulps;
+    const int f64 = c->dtype == OPF_F64;
+    const long double max = f64 ? DBL_MAX : FLT_MAX;
+    for (size_t i = 0; i < n; i++) {
+        double g = f64 ? ((const double *)got)[i] : (double)((const float *)got)[i];
+        long double w = want[i];
+        double e;
+        if (bound == 0) {
+            w = in_dtype(c->dtype, w);
+            e = isnan(w) && isnan(g) ? 0.0 : (g == w ? 0.0 : INFINITY);
+        } else if (isinf(g) && !isinf(w) && !isnan(w)) {
+            e = (g > 0) == (w > 0) && fabsl(w) >= max * (1 - bound * (f64 ? DBL_EPSILON : FLT_EPSILON)) ? 0.0
+                                                                                                        : INFINITY;
+        } else {
+            long double of = fabsl(w) > scale[i] || isnan(scale[i]) ? fabsl(w) : scale[i];
+            e = ref_ulps(g, w, of < max ? of : max, f64);
+        }
+        if (!CHECK(e <= bound, "%s, %s: element %zu: got %.17g, want %.17Lg (%.3g ulp > %g)", ctx, variant, i, g, w, e,
+                   bound)) {
+            return 0;
+        }
     }
-    return CHECK_CLOSE_F64(got, want, n, 0.0, 0.0, "%s, %s", ctx, variant);
+    return 1;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Elementwise tests                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* One size, alignment, value mix and alpha: out of place, then every allowed
- * in-place form, each checked against the reference, guards and inputs. */
-static void eltwise_once(const eltwise_case *c, const void *kernel, size_t n, size_t misalign, int tight, int special,
-                         double alpha, rng *r) {
+/* Values of an output of sigmoid or tanh (a y-form row's y). */
+static void fill_output_domain(rng *r, opf_dtype dt, void *x, size_t n) {
+    static const double specials[] = {0.0, -0.0, 1.0, -1.0, 0.5, NAN, INFINITY, -INFINITY};
+    for (size_t i = 0; i < n; i++) {
+        double v = rng_below(r, 4) == 0 ? specials[rng_below(r, 8)] : rng_uniform(r, -2.0, 2.0);
+        if (dt == OPF_F32) {
+            ((float *)x)[i] = (float)v;
+        } else {
+            ((double *)x)[i] = v;
+        }
+    }
+}
+
+/* Magnitudes spread over e^-8 .. 800 (every activation's tails), both signs. */
+static void fill_wide(rng *r, opf_dtype dt, void *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        double v = exp(rng_uniform(r, -8.0, 6.7)) * (rng_below(r, 2) ? 1.0 : -1.0);
+        if (dt == OPF_F32) {
+            ((float *)x)[i] = (float)v;
+        } else {
+            ((double *)x)[i] = v;
+        }
+    }
+}
+
+enum { MIX_UNIFORM, MIX_SPECIAL, MIX_WIDE, NUM_MIXES };
+static const char *const mix_names[NUM_MIXES] = {"uniform", "specials", "wide"};
+
+/* One size, alignment, value mix and attribute set: out of place, then each
+ * output written over each input (in place), and (several inputs) one array
+ * for all inputs, checked against the reference, the guards and the inputs. */
+static void eltwise_once(const eltwise_case *c, size_t n, size_t misalign, int tight, int mix,
+                         const opf_attr_value *attrs, rng *r) {
     const size_t esz = opf_dtype_size(c->dtype);
     char ctx[256];
-    snprintf(ctx, sizeof ctx, "%s n=%zu misalign=%zu %s %s alpha=%g", c->name, n, misalign, tight ? "tight" : "guarded",
-             special ? "specials" : "uniform", alpha);
-    const int binary = c->arity >= 2;
-
-    gbuf a = gbuf_make(esz, n, misalign, tight);
-    gbuf b = gbuf_make(esz, binary ? n : 0, (misalign + 1) % 4, tight);
-    gbuf y = gbuf_make(esz, n, (misalign + 2) % 4, tight);
-    void *a0 = xcalloc(n, esz), *b0 = xcalloc(n, esz), *want = xcalloc(n, esz), *want_aa = xcalloc(n, esz);
-    if (special) {
-        fill_special(r, c->dtype, a0, n);
-        fill_special(r, c->dtype, b0, n);
-    } else {
-        fill_uniform(r, c->dtype, a0, n, -10.0, 10.0);
-        fill_uniform(r, c->dtype, b0, n, -10.0, 10.0);
+    snprintf(ctx, sizeof ctx, "%s n=%zu misalign=%zu %s %s attr=%g/%lld", c->name, n, misalign,
+             tight ? "tight" : "guarded", mix_names[mix], attrs[0].f, (long long)attrs[0].i);
+    const int ni = c->num_in, no = c->num_out;
+    gbuf in[3], out[2];
+    void *in0[3] = {NULL, NULL, NULL};
+    long double *want[2] = {NULL, NULL}, *scale[2] = {NULL, NULL}, *want_same[2] = {NULL, NULL},
+                *scale_same[2] = {NULL, NULL};
+    for (int i = 0; i < ni; i++) {
+        in[i] = gbuf_make(esz, n, (misalign + (size_t)i) % 4, tight);
+        in0[i] = xcalloc(n, esz);
+        int output_domain = i == ni - 1 && eltwise_refs[c->ref].last_input_domain == DOMAIN_OUTPUT;
+        if (output_domain && mix != MIX_UNIFORM) {
+            fill_output_domain(r, c->dtype, in0[i], n);
+        } else if (mix == MIX_SPECIAL) {
+            fill_special(r, c->dtype, in0[i], n);
+        } else if (mix == MIX_WIDE && i == ni - 1) {
+            fill_wide(r, c->dtype, in0[i], n);
+        } else {
+            fill_uniform(r, c->dtype, in0[i], n, -10.0, 10.0);
+        }
+        memcpy(in[i].p, in0[i], n * esz);
     }
-    call_reference(c, n, a0, b0, want, alpha);
-    call_reference(c, n, a0, a0, want_aa, alpha);
-    memcpy(a.p, a0, n * esz);
-    memcpy(b.p, b0, binary ? n * esz : 0);
+    for (int j = 0; j < no; j++) {
+        out[j] = gbuf_make(esz, n, (misalign + 2 + (size_t)j) % 4, tight);
+        want[j] = xcalloc(n, sizeof(long double));
+        scale[j] = xcalloc(n, sizeof(long double));
+        want_same[j] = xcalloc(n, sizeof(long double));
+        scale_same[j] = xcalloc(n, sizeof(long double));
+    }
+    {
+        const void *rin[3] = {in0[0], in0[1], in0[2]}, *rsame[3] = {in0[0], in0[0], in0[0]};
+        eltwise_refs[c->ref].ref(c->dtype, n, rin, want, scale, attrs);
+        eltwise_refs[c->ref].ref(c->dtype, n, rsame, want_same, scale_same, attrs);
+    }
+    const void *pin[3] = {in[0].p, ni > 1 ? in[1].p : NULL, ni > 2 ? in[2].p : NULL};
+    void *pout[2] = {out[0].p, no > 1 ? out[1].p : NULL};
 
     /* Out of place. */
-    call_eltwise(c, kernel, n, a.p, binary ? b.p : NULL, y.p, alpha);
-    check_values(c, y.p, want, n, ctx, "out of place");
-    gbuf_guards_ok(&y, "y", ctx);
-    CHECK_SAME_BITS(a.p, a0, n, esz, "%s: input a modified", ctx);
-    if (binary) {
-        CHECK_SAME_BITS(b.p, b0, n, esz, "%s: input b modified", ctx);
+    call_kernel(c, n, pin, pout, attrs);
+    for (int j = 0; j < no; j++) {
+        check_values(c, out[j].p, want[j], scale[j], n, ctx,
+                     j == 0 ? "out of place, output 0" : "out of place, output 1");
+        gbuf_guards_ok(&out[j], "output", ctx);
+    }
+    for (int i = 0; i < ni; i++) {
+        CHECK_SAME_BITS(in[i].p, in0[i], n, esz, "%s: input %d modified", ctx, i);
     }
 
-    /* y == a (y == x for unary kernels). */
-    call_eltwise(c, kernel, n, a.p, binary ? b.p : NULL, a.p, alpha);
-    check_values(c, a.p, want, n, ctx, "in place y == a");
-    gbuf_guards_ok(&a, "a", ctx);
-    if (binary) {
-        CHECK_SAME_BITS(b.p, b0, n, esz, "%s: y == a: input b modified", ctx);
-
-        /* y == b. */
-        memcpy(a.p, a0, n * esz);
-        call_eltwise(c, kernel, n, a.p, b.p, b.p, alpha);
-        check_values(c, b.p, want, n, ctx, "in place y == b");
-        gbuf_guards_ok(&b, "b", ctx);
-        CHECK_SAME_BITS(a.p, a0, n, esz, "%s: y == b: input a modified", ctx);
-
-        /* a == b, out of place, then y == a == b. */
-        memset(y.p, 0, n * esz);
-        call_eltwise(c, kernel, n, a.p, a.p, y.p, alpha);
-        check_values(c, y.p, want_aa, n, ctx, "a == b");
-        gbuf_guards_ok(&y, "y", ctx);
-        call_eltwise(c, kernel, n, a.p, a.p, a.p, alpha);
-        check_values(c, a.p, want_aa, n, ctx, "y == a == b");
-        gbuf_guards_ok(&a, "a", ctx);
+    /* Output j written over input i (the other output, if any, apart); at the
+     * big size, output 0 over the last input only. */
+    const int big = n > 1000;
+    for (int j = 0; j < (big ? 1 : no); j++) {
+        for (int i = big ? ni - 1 : 0; i < ni; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "in place: output %d over input %d", j, i);
+            memcpy(in[i].p, in0[i], n * esz);
+            void *aout[2] = {pout[0], pout[1]};
+            aout[j] = in[i].p;
+            call_kernel(c, n, pin, aout, attrs);
+            check_values(c, in[i].p, want[j], scale[j], n, ctx, what);
+            gbuf_guards_ok(&in[i], "input", ctx);
+            if (no == 2) {
+                check_values(c, out[1 - j].p, want[1 - j], scale[1 - j], n, ctx, what);
+            }
+            for (int k = 0; k < ni; k++) {
+                if (k != i) {
+                    CHECK_SAME_BITS(in[k].p, in0[k], n, esz, "%s: %s: input %d modified", ctx, what, k);
+                }
+            }
+            memcpy(in[i].p, in0[i], n * esz);
+        }
     }
 
-    free(a0);
-    free(b0);
-    free(want);
-    free(want_aa);
-    gbuf_free(&a);
-    gbuf_free(&b);
-    gbuf_free(&y);
+    /* One array for every input, out of place, then written over it. */
+    if (ni > 1) {
+        const void *same[3] = {in[0].p, in[0].p, in[0].p};
+        call_kernel(c, n, same, pout, attrs);
+        for (int j = 0; j < no; j++) {
+            check_values(c, out[j].p, want_same[j], scale_same[j], n, ctx, "inputs one array");
+        }
+        void *over[2] = {in[0].p, no > 1 ? out[1].p : NULL};
+        call_kernel(c, n, same, over, attrs);
+        check_values(c, in[0].p, want_same[0], scale_same[0], n, ctx, "inputs one array, output 0 over it");
+        gbuf_guards_ok(&in[0], "input", ctx);
+    }
+
+    for (int i = 0; i < ni; i++) {
+        free(in0[i]);
+        gbuf_free(&in[i]);
+    }
+    for (int j = 0; j < no; j++) {
+        free(want[j]);
+        free(scale[j]);
+        free(want_same[j]);
+        free(scale_same[j]);
+        gbuf_free(&out[j]);
+    }
 }
 
 static const size_t eltwise_sizes[] = {0, 1, 7, 8, 15, 16, 17, 31, 33, 1000, (size_t)1 << 20};
-static const double scale_alphas[] = {2.0, -0.5, 0.1, 0.0, 1e-3};
 
 static void eltwise_test_kernel(const eltwise_case *c) {
-    const void *kernel = NULL;
-    rng r = rng_seed(0x5EED0000u + (uint64_t)c->arity);
-    const int is_scale = strcmp(c->op, "scale") == 0;
-    const size_t num_alphas = is_scale ? sizeof scale_alphas / sizeof scale_alphas[0] : 1;
+    rng r = rng_seed(0x5EED0000u + (uint64_t)c->num_in);
+    const opf_attr_value defaults[OPF_MAX_ATTRS] = {{0}};
+    const int sets = eltwise_refs[c->ref].num_attrs > 0 ? eltwise_refs[c->ref].num_attrs : 1;
     for (size_t si = 0; si < sizeof eltwise_sizes / sizeof eltwise_sizes[0]; si++) {
         size_t n = eltwise_sizes[si];
         int big = n > 1000;
+        if (big && eltwise_refs[c->ref].ulps > 0) {
+            n = ((size_t)1 << 16) + 3; /* long double references are slow; the loops are the same */
+        }
         for (size_t misalign = big ? 1 : 0; misalign < (big ? 2u : 4u); misalign++) {
             for (int tight = big ? 1 : 0; tight < 2; tight++) {
                 if (tight && harness_test_failures() > 0) {
                     break; /* a kernel that failed the guard checks could corrupt the heap when tight */
                 }
-                for (int special = 0; special < 2; special++) {
-                    for (size_t ai = 0; ai < (big ? 1 : num_alphas); ai++) {
-                        double alpha = is_scale ? scale_alphas[big ? 2 : ai] : 1.0;
-                        eltwise_once(c, kernel, n, misalign, tight, special, alpha, &r);
+                for (int mix = 0; mix < (big ? MIX_SPECIAL + 1 : NUM_MIXES); mix++) {
+                    for (int k = 0; k < sets; k++) {
+                        opf_attr_value attrs[OPF_MAX_ATTRS];
+                        memcpy(attrs, defaults, sizeof attrs);
+                        if (eltwise_refs[c->ref].num_attrs > 0) {
+                            attrs[0] = eltwise_refs[c->ref].attrs[k];
+                        }
+                        eltwise_once(c, n, misalign, tight, mix, attrs, &r);
                         if (harness_test_failures() > 50) {
                             return; /* a broken kernel fails everywhere; stop early */
                         }
+                        if (big && k + 1 < sets && eltwise_refs[c->ref].attrs == scale_alphas) {
+                            k = sets - 2; /* the big size: scale's first and last alpha are enough */
+                        }
                     }
                 }
+            }
+        }
+    }
+}
+
+/* NaNs with payloads (quiet and signaling bit patterns, both signs) as every
+ * input of an activation row: NaN out (an exponential's bit tricks must not turn
+ * a payload into a number). */
+static void eltwise_nan_payloads(const eltwise_case *c) {
+    if (eltwise_refs[c->ref].ulps == 0) {
+        return; /* relu and friends: their own rules for NaN (known values) */
+    }
+    enum { N = 6 };
+    const uint32_t f32_bits[N] = {0x7fc12345u, 0xffc00001u, 0x7f800001u, 0xff8fffffu, 0x7fffffffu, 0xffa00000u};
+    const uint64_t f64_bits[N] = {0x7ff8000012345678u, 0xfff8000000000001u, 0x7ff0000000000001u,
+                                  0xfff00000000fffffu, 0x7fffffffffffffffu, 0xfff4000000000000u};
+    double in_vals[3][N], out_vals[2][N];
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 3; k++) {
+            if (c->dtype == OPF_F32) {
+                memcpy((float *)in_vals[k] + i, &f32_bits[i], sizeof(float));
+            } else {
+                memcpy(&in_vals[k][i], &f64_bits[i], sizeof(double));
+            }
+        }
+    }
+    const void *in[3] = {in_vals[0], in_vals[1], in_vals[2]};
+    void *out[2] = {out_vals[0], out_vals[1]};
+    for (int form = 0; form < 2; form++) {
+        opf_attr_value attrs[OPF_MAX_ATTRS] = {{.i = form}};
+        call_kernel(c, N, in, out, attrs);
+        for (int j = 0; j < c->num_out; j++) {
+            for (int i = 0; i < N; i++) {
+                double v = c->dtype == OPF_F32 ? (double)((float *)out_vals[j])[i] : out_vals[j][i];
+                CHECK(isnan(v), "%s: NaN payload %d in, output %d = %g", c->name, i, j, v);
             }
         }
     }
@@ -247,35 +522,84 @@ static void eltwise_test_kernel(const eltwise_case *c) {
 static void eltwise_known_values(const eltwise_case *c) {
     char ctx[128];
     snprintf(ctx, sizeof ctx, "%s known values", c->name);
+    eltwise_nan_payloads(c);
     if (c->dtype != OPF_F32) {
         return; /* the f32 lines cover the logic; f64 is covered by the reference sweep */
     }
     const float x[8] = {-2.0f, -0.0f, 0.0f, 3.5f, NAN, -INFINITY, INFINITY, FLT_TRUE_MIN};
     const float dy[8] = {10.0f, 11.0f, 12.0f, 13.0f, 14.0f, 15.0f, 16.0f, 17.0f};
     float y[8];
+    opf_attr_value attrs[OPF_MAX_ATTRS] = {{.f = 1.0}};
     if (strcmp(c->op, "relu") == 0) {
         const float want[8] = {0.0f, 0.0f, 0.0f, 3.5f, NAN, 0.0f, INFINITY, FLT_TRUE_MIN};
-        call_kernel(c, 8, x, NULL, y, 1.0);
+        const void *in[1] = {x};
+        void *out[1] = {y};
+        call_kernel(c, 8, in, out, attrs);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s", ctx);
     } else if (strcmp(c->op, "relu_grad") == 0) {
         const float want[8] = {0.0f, 0.0f, 0.0f, 13.0f, 14.0f, 0.0f, 16.0f, 17.0f};
-        call_kernel(c, 8, dy, x, y, 1.0);
+        const void *in[2] = {dy, x};
+        void *out[1] = {y};
+        call_kernel(c, 8, in, out, attrs);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s (a = dy, b = x)", ctx);
     } else if (strcmp(c->op, "scale") == 0) {
         const float want[8] = {-6.0f, -0.0f, 0.0f, 10.5f, NAN, -INFINITY, INFINITY, 3 * FLT_TRUE_MIN};
-        call_kernel(c, 8, x, NULL, y, 3.0);
+        const void *in[1] = {x};
+        void *out[1] = {y};
+        attrs[0].f = 3.0;
+        call_kernel(c, 8, in, out, attrs);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s (alpha 3)", ctx);
     } else if (strcmp(c->op, "add") == 0) {
         const float want[8] = {8.0f, 11.0f, 12.0f, 16.5f, NAN, -INFINITY, INFINITY, 17.0f};
-        call_kernel(c, 8, x, dy, y, 1.0);
+        const void *in[2] = {x, dy};
+        void *out[1] = {y};
+        call_kernel(c, 8, in, out, attrs);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s", ctx);
     } else if (strcmp(c->op, "mul") == 0 || strcmp(c->op, "mul_grad") == 0) {
         const float want[8] = {-20.0f, -0.0f, 0.0f, 45.5f, NAN, -INFINITY, INFINITY, 17 * FLT_TRUE_MIN};
-        call_kernel(c, 8, x, dy, y, 1.0);
+        const void *in[3] = {x, dy, x};
+        void *out[1] = {y};
+        call_kernel(c, 8, in, out, attrs);
         CHECK_CLOSE_F32(y, want, 8, 0.0, 0.0, "%s", ctx);
     } else if (strcmp(c->op, "sum_to") == 0) {
-        call_kernel(c, 8, x, dy, y, 1.0);
+        const void *in[2] = {x, dy};
+        void *out[1] = {y};
+        call_kernel(c, 8, in, out, attrs);
         CHECK_CLOSE_F32(y, x, 8, 0.0, 0.0, "%s", ctx);
+    } else if (strcmp(c->op, "gelu") == 0 || strcmp(c->op, "silu") == 0) {
+        /* +-0 keep their sign, +inf stays, -inf and NaN give NaN (the frameworks' -inf * 0) */
+        const float want[8] = {0, -0.0f, 0.0f, 0, NAN, NAN, INFINITY, 0};
+        const void *in[1] = {x};
+        void *out[1] = {y};
+        for (int form = 0; form < (c->op[0] == 'g' ? 2 : 1); form++) {
+            attrs[0].i = form;
+            call_kernel(c, 8, in, out, attrs);
+            CHECK(signbit(y[1]) && y[1] == 0 && !signbit(y[2]) && y[2] == 0, "%s: gelu(+-0) = %g, %g", ctx, y[1], y[2]);
+            CHECK(isnan(y[4]) && isnan(y[5]) && y[6] == INFINITY, "%s: NaN, -inf, +inf give %g %g %g", ctx, y[4], y[5],
+                  y[6]);
+            /* gelu(-2) = -0.0455 (-0.0454 tanh), silu(-2) = -0.2384; gelu(3.5) = 3.4992 (3.4994 tanh), silu(3.5)
+             * = 3.3974 */
+            const int g = c->op[0] == 'g';
+            CHECK(g ? y[0] < -0.045f && y[0] > -0.046f : y[0] < -0.238f && y[0] > -0.239f, "%s: f(-2) = %g", ctx, y[0]);
+            CHECK(g ? y[3] > 3.499f && y[3] < 3.4995f : y[3] > 3.397f && y[3] < 3.398f, "%s: f(3.5) = %g", ctx, y[3]);
+            (void)want;
+        }
+    } else if (strcmp(c->op, "gelu_grad") == 0 || strcmp(c->op, "silu_grad") == 0) {
+        const void *in[2] = {dy, x};
+        void *out[1] = {y};
+        for (int form = 0; form < (c->op[0] == 'g' ? 2 : 1); form++) {
+            attrs[0].i = form;
+            call_kernel(c, 8, in, out, attrs);
+            CHECK(y[1] == 11.0f * 0.5f && y[2] == 6.0f, "%s: f'(+-0) = 1/2: %g %g", ctx, y[1], y[2]);
+            CHECK(isnan(y[4]) && isnan(y[5]) && isnan(y[6]), "%s: NaN at NaN, +-inf: %g %g %g", ctx, y[4], y[5], y[6]);
+        }
+    } else if (strcmp(c->op, "sigmoid") == 0 || strcmp(c->op, "tanh") == 0) {
+        const int t = c->op[0] == 't';
+        const void *in[1] = {x};
+        void *out[1] = {y};
+        call_kernel(c, 8, in, out, attrs);
+        CHECK(y[2] == (t ? 0.0f : 0.5f) && isnan(y[4]) && y[5] == (t ? -1.0f : 0.0f) && y[6] == 1.0f,
+              "%s: f(0), f(NaN), f(-inf), f(inf) = %g %g %g %g", ctx, y[2], y[4], y[5], y[6]);
     }
 }
 
@@ -293,14 +617,16 @@ static void test_eltwise_kernels(void) {
         if (op->eltwise == NULL) {
             continue;
         }
-        eltwise_ref ref = NULL;
-        for (size_t k = 0; k < sizeof eltwise_refs / sizeof eltwise_refs[0]; k++) {
-            ref = strcmp(eltwise_refs[k].op, op->name) == 0 ? eltwise_refs[k].ref : ref;
+        int ref = -1;
+        for (int k = 0; k < NUM_ELTWISE_REFS; k++) {
+            ref = strcmp(eltwise_refs[k].op, op->name) == 0 ? k : ref;
         }
         harness_begin(op->name);
-        CHECK(ref != NULL, "elementwise row %s has no reference in test_ukernels.c", op->name);
+        CHECK(ref >= 0, "elementwise row %s has no reference in test_ukernels.c", op->name);
+        CHECK(op->eltwise->num_inputs <= 3 && op->eltwise->num_outputs <= 2,
+              "%s: test_ukernels.c handles 3 inputs and 2 outputs", op->name);
         harness_end();
-        for (int dt = 0; ref != NULL && dt < 2; dt++) {
+        for (int dt = 0; ref >= 0 && op->eltwise->num_inputs <= 3 && op->eltwise->num_outputs <= 2 && dt < 2; dt++) {
             for (int v = 0; v < OPF_NUM_VARIANTS; v++) {
                 opf_eltwise_fn fn = dt == 0 ? op->eltwise->f32[v] : op->eltwise->f64[v];
                 char name[96];
@@ -312,7 +638,9 @@ static void test_eltwise_kernels(void) {
                     harness_skip(name, "this CPU cannot run %s", variant_names[v]);
                     continue;
                 }
-                eltwise_case c = {name, dt == 0 ? OPF_F32 : OPF_F64, op->name, op->eltwise->num_inputs, fn, ref};
+                eltwise_case c = {
+                    name, dt == 0 ? OPF_F32 : OPF_F64, op->name, op->eltwise->num_inputs, op->eltwise->num_outputs, fn,
+                    ref};
                 harness_begin(name);
                 eltwise_known_values(&c);
                 eltwise_test_kernel(&c);

@@ -219,8 +219,9 @@ static const ew_config ew_configs[] = {
     {"inplace-both-strided", TV_NEGATIVE, TV_TRANSPOSED, TV_CONTIG, 1, 0, 0, 0, 3},
 };
 
-/* An elementwise row as its kernel sees it: num_in inputs (a, then b) and
- * num_out outputs, which a row without outputs writes onto input 0. */
+/* An elementwise row as its kernel sees it: num_in inputs (a, then b; a
+ * third is laid out as b) and num_out outputs, which a row without outputs
+ * writes onto input 0. */
 typedef struct ew_row {
     const opf_op_def *op;
     int num_in, num_out;
@@ -283,9 +284,9 @@ static void ew_case(const ew_row *e, opf_dtype dt, const ew_shape *s, const ew_c
     snprintf(ctx, sizeof ctx, "%s %s %s %s%s", e->op->name, dtype_str(dt),
              fmt_shape(shape_str, sizeof shape_str, s->ndim, s->shape), c->name, attrs_str);
 
-    dview in[2], out[2], *written[2];
-    unsigned char *snap[2] = {NULL, NULL};
-    int is_written[2] = {0, 0};
+    dview in[3], out[2], *written[2];
+    unsigned char *snap[3] = {NULL, NULL, NULL};
+    int is_written[3] = {0, 0, 0};
     for (int i = 0; i < e->num_in; i++) {
         dv_make(&in[i], dt, s->ndim, s->shape, ew_input_layout(c, i), c->offset, i == 0 ? c->shift_a : c->shift_b);
         tv_fill(&in[i].h, r, 1, NULL);
@@ -309,7 +310,8 @@ static void ew_case(const ew_row *e, opf_dtype dt, const ew_shape *s, const ew_c
         }
     }
 
-    const opf_tensor *gin[2] = {NULL, NULL}, *hin[2] = {NULL, NULL}, *gout[2] = {NULL, NULL}, *hout[2] = {NULL, NULL};
+    const opf_tensor *gin[3] = {NULL, NULL, NULL}, *hin[3] = {NULL, NULL, NULL}, *gout[2] = {NULL, NULL},
+                     *hout[2] = {NULL, NULL};
     for (int i = 0; i < e->num_in; i++) {
         gin[i] = &in[i].t;
         hin[i] = &in[i].h.t;
@@ -374,7 +376,12 @@ static void test_eltwise_row(const opf_op_def *op, const opf_attr_value *attr_se
                     char attrs_str[96] = "";
                     for (int32_t a = 0; attrs != NULL && a < op->num_attrs; a++) {
                         size_t len = strlen(attrs_str);
-                        snprintf(attrs_str + len, sizeof attrs_str - len, " %s=%g", op->attrs[a].name, attrs[a].f);
+                        if (op->attrs[a].type == OPF_ATTR_FLOAT) {
+                            snprintf(attrs_str + len, sizeof attrs_str - len, " %s=%g", op->attrs[a].name, attrs[a].f);
+                        } else {
+                            snprintf(attrs_str + len, sizeof attrs_str - len, " %s=%lld", op->attrs[a].name,
+                                     (long long)attrs[a].i);
+                        }
                     }
                     ew_case(&e, dtypes[d], &ew_shapes[si], &ew_configs[ci], attrs, attrs_str, &r);
                 }
@@ -489,6 +496,22 @@ TEST(test_broadcast) {
                 bc_run(&cases[c], dtypes[d], layouts[l], &r);
             }
         }
+    }
+}
+
+/* The activations (activations.c): the CUDA builds compute what the CPU builds
+ * compute, bit for bit (FMAs explicit, no contraction, IEEE division). */
+static const opf_attr_value gelu_forms[] = {{.i = 0}, {.i = 1}}; /* approximate: none, tanh */
+TEST(test_activations) {
+    static const char *const gelu_rows[] = {"gelu", "gelu_grad", "gelu_grad_grad"};
+    static const char *const rows[] = {"silu",    "silu_grad",    "silu_grad_grad",
+                                       "sigmoid", "sigmoid_grad", "sigmoid_grad_grad",
+                                       "tanh",    "tanh_grad",    "tanh_grad_grad"};
+    for (size_t i = 0; i < sizeof gelu_rows / sizeof gelu_rows[0]; i++) {
+        test_eltwise_row(row(gelu_rows[i]), gelu_forms, 2, 1100 + i);
+    }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        test_eltwise_row(row(rows[i]), NULL, 0, 1110 + i);
     }
 }
 
@@ -1685,8 +1708,28 @@ TEST(test_errors) {
 
 /* Every row that declares a CUDA kernel is one this file tests. */
 TEST(test_rows_covered) {
-    static const char *const tested[] = {"relu", "relu_",  "relu_grad", "scale", "add",
-                                         "mul",  "sum_to", "mul_grad",  "dense", "dense_grad"};
+    static const char *const tested[] = {"relu",
+                                         "relu_",
+                                         "relu_grad",
+                                         "scale",
+                                         "add",
+                                         "mul",
+                                         "sum_to",
+                                         "mul_grad",
+                                         "dense",
+                                         "dense_grad",
+                                         "gelu",
+                                         "gelu_grad",
+                                         "gelu_grad_grad",
+                                         "silu",
+                                         "silu_grad",
+                                         "silu_grad_grad",
+                                         "sigmoid",
+                                         "sigmoid_grad",
+                                         "sigmoid_grad_grad",
+                                         "tanh",
+                                         "tanh_grad",
+                                         "tanh_grad_grad"};
     const opf_op_table *t = opf_builtin_ops();
     for (int64_t i = 0; i < t->num_ops; i++) {
         if (t->ops[i]->compute_cuda == NULL) {
@@ -1746,7 +1789,8 @@ TEST(test_myops_covered) {
     }
 
 TEST(test_cuda_builds_present) {
-    static const char *const builtin[] = {"relu", "relu_", "relu_grad", "scale", "add", "mul", "sum_to", "mul_grad"};
+    static const char *const builtin[] = {"relu",   "relu_",    "relu_grad", "scale", "add",     "mul",
+                                          "sum_to", "mul_grad", "gelu",      "silu",  "sigmoid", "tanh"};
     const opf_op_table *t = opf_builtin_ops();
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
         const opf_op_def *op = opf_op_find(t, builtin[i]);
@@ -1878,6 +1922,7 @@ static int run_gpu_tests(void) {
     RUN_TEST(test_mul);
     RUN_TEST(test_sum_to_same_shape);
     RUN_TEST(test_broadcast);
+    RUN_TEST(test_activations);
     RUN_TEST(test_relu_huge);
     RUN_TEST(test_user_mix_max);
     RUN_TEST(test_user_clamp_inplace);

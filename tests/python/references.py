@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 FLOAT_DTYPES = [np.float32, np.float64]
@@ -57,6 +59,97 @@ def assert_matmul_close(actual: np.ndarray, expected: np.ndarray, magnitude: np.
             f"{bad.sum()} of {bad.size} elements off; first at {i}: got {actual[i]!r}, expected {expected[i]!r}, "
             f"error {error[i]:.3g} > bound {bound[i]:.3g}"
         )
+
+
+# -- activations ---------------------------------------------------------------
+# f(x), f'(x), f''(x) of gelu (erf and tanh forms), silu, sigmoid and tanh, and
+# the magnitudes of the terms each derivative sums ("scale": near a zero of a
+# derivative those terms cancel, and errors are measured against them). The
+# sigmoid forms are computed in np.longdouble; Φ in float64 by math.erfc with
+# the rounding of x/√2 corrected to first order (it would cost up to x² ulps).
+
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+_SQRT2_LD = np.sqrt(np.longdouble(2))
+_PI_LD = np.longdouble("3.14159265358979323846264338327950288")  # (np.pi is a float64)
+_GELU_B1 = 2 * np.sqrt(2 / _PI_LD)  # 2 √(2/π), v = B1 x + B3 x³
+_GELU_B3 = np.longdouble("0.044715") * _GELU_B1
+
+
+def ref_normal_cdf(x: np.ndarray) -> np.ndarray:
+    """Φ(x), float64."""
+    x = np.asarray(x, np.float64)
+    z = -x / np.sqrt(2.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        delta = np.where(np.isfinite(x), (-np.longdouble(1) * x / _SQRT2_LD - z).astype(np.float64), 0.0)
+        return 0.5 * (_erfc(z) - delta * (2 / math.sqrt(math.pi)) * np.exp(-z * z))
+
+
+def _sigmoid_ld(v: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(-np.abs(v))
+        return np.where(v >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def ref_activation(name: str, x: np.ndarray) -> dict[str, np.ndarray]:
+    """f, d1, d2 (f', f'') and s1, s2 (their scales) for x, in float64 or wider.
+    name: gelu, gelu_tanh, silu, sigmoid, tanh. NaN and ±inf as the frameworks:
+    gelu and silu give NaN at -inf and NaN derivatives at ±inf."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if name == "gelu":
+            xd = np.asarray(x, np.float64)
+            cdf = ref_normal_cdf(xd)
+            xl, cdf = xd.astype(np.longdouble), cdf.astype(np.longdouble)
+            phi = np.exp(-xl * xl / 2) / np.sqrt(2 * _PI_LD)
+            out = {"f": xl * cdf, "d1": cdf + xl * phi, "d2": phi * (2 - xl * xl),
+                   "s1": cdf + np.abs(xl) * phi, "s2": phi * (2 + xl * xl)}
+        elif name in ("gelu_tanh", "silu"):
+            xl = np.asarray(x, np.longdouble)
+            gelu = name == "gelu_tanh"
+            v = xl * (_GELU_B1 + _GELU_B3 * xl * xl) if gelu else xl
+            vd = _GELU_B1 + 3 * _GELU_B3 * xl * xl if gelu else np.ones_like(xl)
+            vdd = 6 * _GELU_B3 * xl if gelu else np.zeros_like(xl)
+            s, sb = _sigmoid_ld(v), _sigmoid_ld(-v)
+            out = {"f": xl * s, "d1": s + xl * s * sb * vd, "d2": s * sb * (2 * vd + xl * (sb - s) * vd * vd + xl * vdd),
+                   "s1": s + np.abs(xl) * s * sb * vd,
+                   "s2": s * sb * (2 * vd + np.abs(xl) * np.abs(sb - s) * vd * vd + np.abs(xl * vdd))}
+        elif name == "sigmoid":
+            out = {"f": _sigmoid_ld(np.asarray(x, np.longdouble))}
+        elif name == "tanh":
+            out = {"f": np.tanh(np.asarray(x, np.longdouble))}
+        else:
+            raise KeyError(name)
+        if "d1" in out:
+            inf = np.isinf(np.asarray(x))
+            out["d1"] = np.where(inf, np.nan, out["d1"])
+            out["d2"] = np.where(inf, np.nan, out["d2"])
+    return out
+
+
+def assert_ulp_close(actual: np.ndarray, expected: np.ndarray, ulps: float, scale: np.ndarray | None = None) -> None:
+    """|actual - expected| <= ulps units in the last place of max(|expected|,
+    scale) in actual's dtype (subnormal ulps below the normal range); NaN where
+    expected is NaN, and equal infinities."""
+    actual = np.asarray(actual)
+    dtype = actual.dtype
+    expected = np.broadcast_to(np.asarray(expected, np.longdouble), actual.shape)
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(actual), nan), (
+        f"NaN mismatch at {np.argwhere(np.isnan(actual) != nan)[:5].tolist()}: got {actual[np.isnan(actual) != nan][:5]}, "
+        f"expected {expected[np.isnan(actual) != nan][:5]}")
+    inf = np.isinf(expected) | np.isinf(actual)
+    assert np.array_equal(actual[inf & ~nan], expected[inf & ~nan].astype(dtype)), "infinities differ"
+    fin = ~nan & ~inf
+    of = np.abs(expected[fin]).astype(np.float64)
+    if scale is not None:
+        of = np.maximum(of, np.broadcast_to(np.asarray(scale, np.float64), actual.shape)[fin])
+    with np.errstate(over="ignore"):
+        unit = np.spacing(np.minimum(of, np.finfo(dtype).max).astype(dtype)).astype(np.float64)
+    err = np.abs(actual[fin].astype(np.longdouble) - expected[fin]).astype(np.float64) / unit
+    if err.size and err.max() > ulps:
+        i = int(np.argmax(err))
+        raise AssertionError(
+            f"{int((err > ulps).sum())} of {err.size} elements off by more than {ulps} ulp; worst {err[i]:.3g} ulp: "
+            f"got {actual[fin][i]!r}, expected {float(expected[fin][i])!r}")
 
 
 # -- row-wise ops over the last axis (float64, whatever the input dtype) ------

@@ -89,6 +89,29 @@ def test_bad_enum_value_lists_the_choices() -> None:
         onp.dense(np.ones((2, 2)), np.ones((2, 2)), activation=1)
 
 
+def test_bad_gelu_approximate_lists_the_choices() -> None:
+    with pytest.raises(ValueError, match=r"gelu: approximate must be one of 'none', 'tanh' \(or None for 'none'\); got 'fast'"):
+        onp.gelu(F32, approximate="fast")
+    with pytest.raises(ValueError, match=r"gelu_grad_grad: approximate must be one of 'none', 'tanh'"):
+        onp.gelu_grad_grad(F32, F32, F32, approximate=True)
+    with pytest.raises(TypeError, match=r"opforge\.numpy\.silu: .*unexpected keyword argument 'approximate'"):
+        onp.silu(F32, approximate="tanh")
+
+
+@pytest.mark.parametrize("op", ["gelu", "silu", "sigmoid", "tanh"])
+def test_activation_dtype_and_shape_errors(op: str) -> None:
+    with pytest.raises(TypeError, match=rf"opforge\.numpy\.{op}: x has dtype int32; expected float32 or float64"):
+        getattr(onp, op)(np.ones((2, 3), np.int32))
+    grad = getattr(onp, op + "_grad")
+    second = "y" if op in ("sigmoid", "tanh") else "x"
+    with pytest.raises(TypeError, match=rf"{op}_grad: dy has dtype float32 but {second} has dtype float64"):
+        grad(F32, F32.astype(np.float64))
+    with pytest.raises(ValueError, match=rf"{op}_grad: .*shape"):
+        grad(F32, np.ones((3, 2), np.float32))
+    with pytest.raises(TypeError, match=rf"{op}_grad_grad: out \(ddy\) has dtype float64; expected float32"):
+        getattr(onp, op + "_grad_grad")(F32, F32, F32, out=(np.empty((2, 3)), np.empty((2, 3), np.float32)))
+
+
 def test_bad_float_attribute() -> None:
     with pytest.raises(TypeError, match=r"scale: alpha must be a real number, got '2'"):
         onp.scale(F32, alpha="2")

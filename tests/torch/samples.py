@@ -73,6 +73,26 @@ def samples(name: str, dtype: torch.dtype, requires_grad: bool = False) -> list[
             ((dy, x, w, None, None, ddw), {"output_mask": [True, True, False]}),
             ((dy, x, w, y, ddx, None, ddb), {"activation": "relu", "output_mask": [False, False, True]}),
         ]
+    # the activations: gelu (both forms) and silu take x; sigmoid's and tanh's gradient rows take
+    # the forward output y (Y: values in (0, 1)); non-contiguous views among them
+    Y: Callable[..., torch.Tensor] = lambda *s, seed=0: _r(*s, dtype=dtype, seed=seed).sigmoid().requires_grad_(  # noqa: E731
+        requires_grad)
+    if name in ("gelu", "silu", "sigmoid", "tanh"):
+        forms = [{}, {"approximate": "tanh"}, {"approximate": "none"}] if name == "gelu" else [{}, {}, {}]
+        return [((R(3, 5),), forms[0]), ((R(2, 3, 4).transpose(0, 2),), forms[1]), ((R(9)[::2],), forms[2])]
+    if name in ("gelu_grad", "silu_grad"):
+        tanh = {"approximate": "tanh"} if name == "gelu_grad" else {}
+        return [((R(4, 6), R(4, 6, seed=1)), {}), ((R(5), R(5, seed=2)), tanh), ((R(4, 3).t(), R(3, 4, seed=3)), tanh)]
+    if name in ("gelu_grad_grad", "silu_grad_grad"):
+        tanh = {"approximate": "tanh"} if name == "gelu_grad_grad" else {}
+        return [((R(3, 4), R(3, 4, seed=1), R(3, 4, seed=2)), {}),
+                ((R(5), R(5, seed=3), R(5, seed=4)), tanh),
+                ((R(4, 3).t(), R(3, 4, seed=5), R(6, 8, seed=6)[::2, ::2]), tanh)]
+    if name in ("sigmoid_grad", "tanh_grad"):
+        return [((R(4, 6), Y(4, 6, seed=1)), {}), ((R(4, 3).t(), Y(3, 4, seed=2)), {})]
+    if name in ("sigmoid_grad_grad", "tanh_grad_grad"):
+        return [((R(3, 4), R(3, 4, seed=1), Y(3, 4, seed=2)), {}),
+                ((R(4, 3).t(), R(3, 4, seed=3), Y(6, 8, seed=4)[::2, ::2]), {})]
     if name in ("softmax", "log_softmax"):
         return [((R(3, 5),), {}), ((R(4, 3, 6).transpose(0, 2),), {}), ((R(7),), {})]
     if name in ("softmax_grad", "log_softmax_grad"):

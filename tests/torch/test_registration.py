@@ -80,7 +80,8 @@ def test_gradgradcheck(name: str) -> None:
 
 
 def test_non_differentiable_rows_have_no_formula() -> None:
-    # (the second-order and tangent rows of the row-wise ops have no rules: their derivatives stop at second order)
+    # the second-order (and tangent) rows of the row-wise ops and the activations have no rules: their
+    # derivatives stop at second order (the activations' third would need f''')
     assert set(OPS) - set(DIFFERENTIABLE) == {
         "relu_",
         "softmax_grad_grad",
@@ -91,6 +92,10 @@ def test_non_differentiable_rows_have_no_formula() -> None:
         "rms_norm_grad_jvp",
         "layer_norm_grad_jvp",
         "layer_norm_grad_jvp_stats",
+        "gelu_grad_grad",
+        "silu_grad_grad",
+        "sigmoid_grad_grad",
+        "tanh_grad_grad",
     }
     # every differentiable built-in also has forward mode
     assert [name for name in DIFFERENTIABLE if not TABLE.find(name).jvps] == []  # type: ignore[union-attr]
