@@ -109,6 +109,24 @@ static int append_camel(char *out, size_t n, const char *name) {
 static int optional_input(const opf_op_def *op, int i) { return (op->inputs[i].flags & OPF_ARG_OPTIONAL) != 0; }
 static int optional_output(const opf_op_def *op, int j) { return (op->outputs[j].flags & OPF_ARG_OPTIONAL) != 0; }
 
+/* A float attribute is a double in the table, but a TensorFlow `float` attr
+ * holds 32 bits. Each float attribute NAME therefore travels twice: as NAME
+ * (float, what graphs and users see) and as NAME_f64 (int64, the double's
+ * bits, set by opforge.tensorflow). The double is used when it rounds to the
+ * float attr; otherwise NAME was set without NAME_f64 (a raw graph) and the
+ * float attr is the value. */
+static int64_t double_bits(double value) {
+    int64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+static double float_attr(float value, int64_t bits) {
+    double exact;
+    memcpy(&exact, &bits, sizeof exact);
+    return (float)exact == value ? exact : (double)value;
+}
+
 /* Flat index of table input i, given how many tensors each input holds. */
 static int flat_index(const opf_op_def *op, const int32_t *present, int i) {
     int flat = 0;
@@ -297,8 +315,13 @@ static void *kernel_create(int index, TF_OpKernelConstruction *ctx) {
         const opf_attr_def *def = &op->attrs[a];
         if (def->type == OPF_ATTR_FLOAT) {
             float f = 0;
+            int64_t bits = 0;
+            char name[MAX_NAME];
+            snprintf(name, sizeof name, "%s_f64", def->name);
             TF_OpKernelConstruction_GetAttrFloat(ctx, def->name, &f, status);
-            state->attrs[a].f = f;
+            if (TF_GetCode(status) == TF_OK)
+                TF_OpKernelConstruction_GetAttrInt64(ctx, name, &bits, status);
+            state->attrs[a].f = float_attr(f, bits);
         } else if (def->type == OPF_ATTR_INT) {
             int64_t i = 0;
             TF_OpKernelConstruction_GetAttrInt64(ctx, def->name, &i, status);
@@ -478,6 +501,8 @@ static TF_OpDefinitionBuilder *op_builder(const opf_op_def *op, const char *tf_n
         const opf_attr_def *def = &op->attrs[a];
         if (def->type == OPF_ATTR_FLOAT) {
             err |= add_spec(b, TF_OpDefinitionBuilderAddAttr, "%s: float = %.9g", def->name, def->default_value.f);
+            err |= add_spec(b, TF_OpDefinitionBuilderAddAttr, "%s_f64: int = %lld", def->name,
+                            (long long)double_bits(def->default_value.f));
         } else if (def->type == OPF_ATTR_INT) {
             err |= add_spec(b, TF_OpDefinitionBuilderAddAttr, "%s: int = %lld", def->name,
                             (long long)def->default_value.i);

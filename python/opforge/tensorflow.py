@@ -32,6 +32,7 @@ import ctypes
 import keyword
 import os
 import re
+import struct
 import threading
 import types
 from typing import Any, Callable, Optional, Sequence
@@ -126,6 +127,7 @@ def _make_function(op: OpDef, raw: Callable[..., Any], tf_name: str, module: str
     when absent and become the 0- or 1-element lists the TF op takes."""
     skips = [f"skip_{arg.name}" for arg in op.outputs if arg.optional]
     names = [arg.name for arg in op.inputs] + [attr.name for attr in op.attrs] + skips
+    names += [f"{attr.name}_f64" for attr in op.attrs if attr.kind == "float"]
     bad = [n for n in names if not n.isidentifier() or keyword.iskeyword(n) or n in ("name", "raw")]
     bad += sorted({n for n in names if names.count(n) > 1})
     if bad:
@@ -143,6 +145,8 @@ def _make_function(op: OpDef, raw: Callable[..., Any], tf_name: str, module: str
         defaults[f"_default_{attr.name}"] = attr.default
         params.append(f"{attr.name}=_default_{attr.name}")
         passed.append(f"{attr.name}={attr.name}")
+        if attr.kind == "float":  # the double's bits beside TensorFlow's 32-bit float attr
+            passed.append(f"{attr.name}_f64=_f64_bits({attr.name})")
     for skip in skips:
         params.append(f"{skip}=False")
         passed.append(f"{skip}={skip}")
@@ -150,7 +154,7 @@ def _make_function(op: OpDef, raw: Callable[..., Any], tf_name: str, module: str
         f"def {op.name}({', '.join(params + ['name=None'])}):\n"
         f"    return raw({', '.join(passed + ['name=name'])})\n"
     )
-    namespace: dict[str, Any] = {"raw": raw, **defaults}
+    namespace: dict[str, Any] = {"raw": raw, "_f64_bits": _f64_bits, **defaults}
     exec(compile(source, f"<opforge.tensorflow {op.name}>", "exec"), namespace)  # noqa: S102 (generated from the table)
     function = namespace[op.name]
     function.__module__ = module
@@ -181,8 +185,21 @@ def _input_starts(op: OpDef, tf_op: tf.Operation) -> tuple[list[int], list[int]]
     return counts, starts
 
 
+def _f64_bits(value: float) -> int:
+    """The bits of ``value`` as a double: a float attribute's ``<name>_f64``
+    (TensorFlow's ``float`` attrs hold 32 bits; opforge's attributes are doubles).
+    A value that is no number gives 0: TensorFlow then refuses the float attr itself."""
+    try:
+        return int(struct.unpack("<q", struct.pack("<d", float(value)))[0])
+    except (TypeError, ValueError):
+        return 0
+
+
 def _attr_value(tf_op: tf.Operation, name: str) -> Any:
     value = tf_op.get_attr(name)
+    if isinstance(value, float):  # the exact double, as the kernel reads it (adapters/tensorflow.c)
+        exact = struct.unpack("<d", struct.pack("<q", tf_op.get_attr(f"{name}_f64")))[0]
+        return exact if ctypes.c_float(exact).value == value else value
     return value.decode() if isinstance(value, bytes) else value
 
 

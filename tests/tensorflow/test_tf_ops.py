@@ -113,6 +113,21 @@ def test_seed_usage_keyword_calls_of_the_raw_module() -> None:
     np.testing.assert_array_equal(otf.lib.opf_dense(x=x, w=y, b=[], activation="relu"), tf.nn.relu(x @ y))
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_float_attributes_keep_double_precision(mode: str) -> None:
+    """A TensorFlow float attr holds 32 bits; opforge's attributes are doubles
+    and reach a float64 kernel exactly (alpha=0.1 is not float32's 0.1),
+    gradients included."""
+    x = tf.constant(RNG.standard_normal(5))
+    np.testing.assert_array_equal(run(mode, otf.scale, x, alpha=0.1), x.numpy() * 0.1)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = otf.scale(x, alpha=0.1)
+    np.testing.assert_array_equal(tape.gradient(y, x), np.full(5, 0.1))
+    # A raw graph without the double's bits still runs, with the float attr's value.
+    np.testing.assert_array_equal(otf.lib.opf_scale(x=x, alpha=0.1), x.numpy() * float(np.float32(0.1)))
+
+
 def test_numpy_arrays_and_python_scalars_are_accepted() -> None:
     a = np.arange(6, dtype=np.float64).reshape(2, 3) - 2
     got = otf.relu(a)
