@@ -5,7 +5,7 @@ ifeq ($(call have_module,tensorflow),1)
 ADAPTERS += $(ADAPTER_DIR)/libopforge_tensorflow.so
 endif
 ADAPTER_TESTS += test-tensorflow
-DEMOS += examples/mlp_tensorflow.py
+DEMOS += examples/mlp_tensorflow.py examples/block_keras.py
 
 TF_SYSCONFIG = $(shell $(PYTHON) -c 'import os; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"; \
   import tensorflow as tf; v = tf.sysconfig.get_$(1)(); print(v if isinstance(v, str) else " ".join(v))' 2>/dev/null)

@@ -10,7 +10,7 @@ TORCH_LIB_DIR := $(shell $(PYTHON) -c 'import importlib.util as u, os; \
     print(os.path.join(u.find_spec("torch").submodule_search_locations[0], "lib"))' 2>/dev/null)
 endif
 ADAPTER_TESTS += test-torch
-DEMOS += examples/mlp_torch.py
+DEMOS += examples/mlp_torch.py examples/block_torch.py
 
 $(ADAPTER_DIR)/libopforge_torch.so: adapters/torch.c adapters/slots.h include/opforge.h $(LIB_SO)
 	@mkdir -p $(dir $@)

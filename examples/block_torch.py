@@ -14,15 +14,14 @@ status 1. Then it prints the time ratio of a training step (opforge / torch.nn).
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
 import torch
 from torch import nn
 
 import opforge
 import opforge.torch.nn as onn
+import side_by_side
 
 WIDTH, HIDDEN, CLASSES = 64, 256, 10
 BATCH, BATCHES, EPOCHS, LEARNING_RATE = 256, 8, 5, 3e-3
@@ -60,52 +59,20 @@ def data() -> list[tuple[torch.Tensor, torch.Tensor]]:
     return batches
 
 
-def step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, labels: torch.Tensor) -> float:
-    optimizer.zero_grad()
-    probs = model(x)
-    loss = -torch.log(probs.gather(1, labels[:, None]) + 1e-12).mean()
-    loss.backward()
-    optimizer.step()
-    return float(loss.detach())
+def cross_entropy(probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return -torch.log(probs.gather(1, labels[:, None]) + 1e-12).mean()
 
 
 def main() -> int:
     torch.set_num_threads(1)  # like for like, and steadier on a shared machine
     opforge.set_num_threads(1)
-    batches = data()
     ours, theirs = Block(ours=True), Block(ours=False)
     for a, b in zip(ours.parameters(), theirs.parameters()):  # same numbers (Dense stores W^T)
         assert torch.equal(a, b) or torch.equal(a, b.t())
-    opt_ours = torch.optim.Adam(ours.parameters(), lr=LEARNING_RATE)
-    opt_theirs = torch.optim.Adam(theirs.parameters(), lr=LEARNING_RATE)
-    times_ours: list[float] = []
-    times_theirs: list[float] = []
-    ok = True
-    print(f"{'epoch':>5}  {'opforge loss':>13}  {'torch.nn loss':>13}  {'|diff|':>9}")
-    for epoch in range(EPOCHS):
-        loss_ours = loss_theirs = 0.0
-        for x, labels in batches:
-            start = time.perf_counter()
-            loss_ours += step(ours, opt_ours, x, labels)
-            middle = time.perf_counter()
-            loss_theirs += step(theirs, opt_theirs, x, labels)
-            times_ours.append(middle - start)
-            times_theirs.append(time.perf_counter() - middle)
-        loss_ours /= len(batches)
-        loss_theirs /= len(batches)
-        diff = abs(loss_ours - loss_theirs)
-        ok = ok and diff <= 1e-3 * max(1.0, abs(loss_theirs))
-        print(f"{epoch:>5}  {loss_ours:>13.6f}  {loss_theirs:>13.6f}  {diff:>9.2e}")
-    ratio = statistics.median(times_ours) / statistics.median(times_theirs)
-    print(
-        f"training step, median of {len(times_ours)}: opforge {statistics.median(times_ours) * 1e3:.3f} ms, "
-        f"torch.nn {statistics.median(times_theirs) * 1e3:.3f} ms, ratio {ratio:.2f}x (1 thread each)"
-    )
-    if not ok:
-        print("FAIL: the losses disagree", file=sys.stderr)
-        return 1
-    print("PASS: opforge and torch.nn losses agree")
-    return 0
+    return side_by_side.train(
+        ours, theirs, lambda m: torch.optim.Adam(m.parameters(), lr=LEARNING_RATE), cross_entropy, data(), EPOCHS,
+        rtol=1e-3,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
