@@ -39,4 +39,11 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
 opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inputs, const opf_tensor *const *outputs,
                               const opf_attr_value *attrs);
 
+/* Rows per block of a row op's sums over rows (its unbatched outputs,
+ * "dw[M]"): each block is summed from zero in row order, then the blocks in
+ * block order. Fixed by the shapes alone (rows, the elements of one row of
+ * every argument, the bytes of all the summed outputs), so the sums do not
+ * depend on the thread count, and the CUDA row engine adds in the same order. */
+int64_t opf_row_sum_block_rows(int64_t rows, int64_t row_elems, size_t acc_bytes);
+
 #endif

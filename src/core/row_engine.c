@@ -318,19 +318,25 @@ static char *opf_row_whole_copy(const opf_row_job *job, opf_row_arg *a) {
     return copy;
 }
 
-/* Runs the rows with unbatched outputs: blocks of rows into accumulators,
- * added up and written to the outputs. */
-static opf_status opf_row_run_accumulating(opf_row_job *job, int64_t grain) {
-    /* Blocks: at most OPF_ROW_MAX_BLOCKS (fewer when the accumulators would
-     * take more than OPF_ROW_ACC_BYTES), of at least `grain` rows. */
+int64_t opf_row_sum_block_rows(int64_t rows, int64_t row_elems, size_t acc_bytes) {
+    /* At most OPF_ROW_MAX_BLOCKS blocks (fewer when the accumulators would
+     * take more than OPF_ROW_ACC_BYTES), of at least a chunk's rows. */
+    int64_t grain = row_elems > 0 ? OPF_ROW_GRAIN_ELEMS / row_elems : rows;
+    grain = grain > 0 ? grain : 1;
     int64_t max_blocks = OPF_ROW_MAX_BLOCKS;
-    size_t acc_bytes = job->acc_elems * job->elem;
     if (acc_bytes > 0 && (size_t)max_blocks * acc_bytes > OPF_ROW_ACC_BYTES) {
         max_blocks = (int64_t)(OPF_ROW_ACC_BYTES / acc_bytes);
         max_blocks = max_blocks > 0 ? max_blocks : 1;
     }
-    int64_t block_rows = (job->rows + max_blocks - 1) / max_blocks;
-    job->block_rows = block_rows > grain ? block_rows : grain;
+    const int64_t block_rows = (rows + max_blocks - 1) / max_blocks;
+    return block_rows > grain ? block_rows : grain;
+}
+
+/* Runs the rows with unbatched outputs: blocks of rows into accumulators,
+ * added up and written to the outputs. */
+static opf_status opf_row_run_accumulating(opf_row_job *job, int64_t row_elems) {
+    size_t acc_bytes = job->acc_elems * job->elem;
+    job->block_rows = opf_row_sum_block_rows(job->rows, row_elems, acc_bytes);
     int64_t blocks = job->rows > 0 ? (job->rows + job->block_rows - 1) / job->block_rows : 1;
     job->acc = malloc((size_t)blocks * (acc_bytes > 0 ? acc_bytes : 1));
     if (job->acc == NULL) {
@@ -420,7 +426,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
     int64_t grain = row_elems > 0 ? OPF_ROW_GRAIN_ELEMS / row_elems : rows;
     grain = grain > 0 ? grain : 1;
     if (st == OPF_OK && accumulating) {
-        st = opf_row_run_accumulating(&job, grain);
+        st = opf_row_run_accumulating(&job, row_elems);
     } else if (st == OPF_OK && rows > 0) {
         opf_parallel_for(rows, grain, opf_row_chunk, &job);
         if (job.failed) {

@@ -18,6 +18,9 @@
  *     any rank, below);
  *   - an input without "..." (w[M]) is passed whole to every row: stride 0,
  *     gathered once when not contiguous;
+ *   - an output without "..." (dw[M]) is a sum over rows: every row's
+ *     kernel adds its part into a zeroed slot of its own in scratch, and the
+ *     slots are then added up in the CPU engine's order (below);
  *   - the leading dims become the launch's iteration space (size-1 dims
  *     dropped, dims merged where every operand allows, innermost first) and
  *     the kernel's launcher enqueues one kernel on the caller's stream.
@@ -31,6 +34,9 @@
 
 #include "cuda_kernels.h"
 #include "cuda_util.h"
+extern "C" {
+#include "engines.h"
+}
 
 namespace {
 
@@ -122,6 +128,74 @@ cudaError_t opf_row_copy(const opf_tensor *t, void *buf, int to_buf, int sms, cu
                                          : opf_row_copy_enqueue<uint64_t>(t, buf, to_buf, sms, stream);
 }
 
+/* Sums over rows. The slots of a summed output (row r's at r * len, each
+ * written by one row's kernel call) are added up as the CPU row engine adds
+ * its accumulators: blocks of block_rows rows (opf_row_sum_block_rows), each
+ * summed from zero in row order, then the blocks in block order. A kernel
+ * that adds its part to each element once thus gets the CPU's bits. The
+ * result is left in slot 0. */
+template <typename T> __global__ void __launch_bounds__(OPF_CUDA_THREADS) opf_row_zero_kernel(int64_t n, T *p) {
+    const int64_t step = (int64_t)gridDim.x * OPF_CUDA_THREADS;
+    for (int64_t i = (int64_t)blockIdx.x * OPF_CUDA_THREADS + threadIdx.x; i < n; i += step) {
+        p[i] = (T)0;
+    }
+}
+
+/* One thread per (block, element): the block's rows, summed into its first slot. */
+template <typename T>
+__global__ void __launch_bounds__(OPF_CUDA_THREADS)
+    opf_row_block_sum_kernel(int64_t len, int64_t rows, int64_t block_rows, int64_t blocks, T *slots) {
+    const int64_t step = (int64_t)gridDim.x * OPF_CUDA_THREADS;
+    for (int64_t t = (int64_t)blockIdx.x * OPF_CUDA_THREADS + threadIdx.x; t < blocks * len; t += step) {
+        const int64_t b = t / len, i = t - b * len;
+        const int64_t first = b * block_rows, last = first + block_rows < rows ? first + block_rows : rows;
+        T acc = (T)0;
+        for (int64_t r = first; r < last; r++) {
+            acc += slots[r * len + i];
+        }
+        slots[first * len + i] = acc;
+    }
+}
+
+/* One thread per element: the blocks' sums, in block order, into slot 0. */
+template <typename T>
+__global__ void __launch_bounds__(OPF_CUDA_THREADS)
+    opf_row_blocks_total_kernel(int64_t len, int64_t block_rows, int64_t blocks, T *slots) {
+    const int64_t step = (int64_t)gridDim.x * OPF_CUDA_THREADS;
+    for (int64_t i = (int64_t)blockIdx.x * OPF_CUDA_THREADS + threadIdx.x; i < len; i += step) {
+        T total = slots[i];
+        for (int64_t b = 1; b < blocks; b++) {
+            total += slots[b * block_rows * len + i];
+        }
+        slots[i] = total;
+    }
+}
+
+template <typename T> cudaError_t opf_row_zero_enqueue(int64_t n, void *slots, int sms, cudaStream_t stream) {
+    T *p = static_cast<T *>(slots);
+    void *args[2] = {&n, &p};
+    const dim3 grid(opf_cuda_blocks(n, OPF_CUDA_THREADS, sms)), block(OPF_CUDA_THREADS);
+    cudaError_t err = cudaLaunchKernel(opf_row_zero_kernel<T>, grid, block, args, 0, stream);
+    return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t opf_row_sum_enqueue(int64_t len, int64_t rows, int64_t block_rows, void *slots, int sms,
+                                cudaStream_t stream) {
+    T *p = static_cast<T *>(slots);
+    int64_t blocks = (rows + block_rows - 1) / block_rows, work = blocks * len;
+    void *args[5] = {&len, &rows, &block_rows, &blocks, &p};
+    const dim3 block(OPF_CUDA_THREADS);
+    cudaError_t err = cudaLaunchKernel(opf_row_block_sum_kernel<T>, dim3(opf_cuda_blocks(work, OPF_CUDA_THREADS, sms)),
+                                       block, args, 0, stream);
+    if (err == cudaSuccess) {
+        void *total_args[4] = {&len, &block_rows, &blocks, &p};
+        err = cudaLaunchKernel(opf_row_blocks_total_kernel<T>, dim3(opf_cuda_blocks(len, OPF_CUDA_THREADS, sms)), block,
+                               total_args, 0, stream);
+    }
+    return err != cudaSuccess ? err : cudaGetLastError();
+}
+
 /* The launch's iteration space: the leading dims (outermost first in
  * `shape`, each operand's strides in `strides`), size-1 dims dropped, dims
  * merged where every operand's stride allows, stored innermost first. */
@@ -181,7 +255,11 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
     for (int32_t d = 0; d < batch_rank; d++) {
         rows *= x->shape[d];
     }
-    if (rows == 0) {
+    bool sums = false; /* an output summed over rows: zeros when there are none */
+    for (int32_t o = 0; o < op->num_outputs; o++) {
+        sums = sums || (outputs[o] != NULL && !(op->outputs[o].flags & OPF_ARG_BATCHED));
+    }
+    if (rows == 0 && !sums) {
         return OPF_OK;
     }
     opf_device_guard guard;
@@ -211,6 +289,9 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
     const int32_t count = op->num_inputs + op->num_outputs;
     int64_t strides[OPF_CUDA_ROW_OPERANDS][OPF_MAX_RANK];
     const opf_tensor *scatter[OPF_MAX_ARGS] = {NULL}; /* outputs computed in scratch */
+    const opf_tensor *summed[OPF_MAX_ARGS] = {NULL};  /* sums over rows, in slots in scratch */
+    int64_t row_elems = 0;                            /* elements of a row of every argument */
+    size_t sum_bytes = 0;                             /* bytes of a row's parts of every sum */
     opf_scratch scratch(s, x->device.id);
     for (int32_t k = 0; k < count; k++) {
         const bool input = k < op->num_inputs;
@@ -223,11 +304,6 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
             continue;
         }
         const bool batched = (def->flags & OPF_ARG_BATCHED) != 0;
-        if (!input && !batched) { /* a sum over rows: one thread per row would race on it */
-            return opf_fail(OPF_E_UNSUPPORTED, label,
-                            "output %s is a sum over rows, which the CUDA build of a row kernel does not compute yet",
-                            def->name);
-        }
         const int32_t core = batched ? t->ndim - batch_rank : t->ndim;
         int64_t len = 1;
         for (int32_t d = t->ndim - core; d < t->ndim; d++) {
@@ -235,6 +311,25 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
         }
         L.len[k] = len;
         L.operands[k] = opf_tensor_base(t);
+        row_elems += len;
+        if (!input && !batched) { /* a sum over rows: a zeroed slot per row, added up after the kernel */
+            const int64_t slots = rows > 0 ? rows : 1; /* slot 0 holds the sum, zero without rows */
+            st = scratch.alloc(label, (size_t)slots * (size_t)len * elem, &L.operands[k]);
+            if (st != OPF_OK) {
+                return st;
+            }
+            for (int32_t d = 0; d < batch_rank; d++) {
+                strides[k][d] = row_stride[d] * len;
+            }
+            cudaError_t err = elem == sizeof(float) ? opf_row_zero_enqueue<float>(slots * len, L.operands[k], sms, s)
+                                                    : opf_row_zero_enqueue<double>(slots * len, L.operands[k], sms, s);
+            if (err != cudaSuccess) {
+                return opf_cuda_fail(OPF_E_INTERNAL, label, "zeroing the row sums failed", err);
+            }
+            summed[k - op->num_inputs] = t;
+            sum_bytes += (size_t)len * elem;
+            continue;
+        }
         if (len == 0 || opf_tensor_tail_contiguous(t, core)) {
             for (int32_t d = 0; batched && d < batch_rank; d++) {
                 strides[k][d] = opf_tensor_stride(t, d);
@@ -262,11 +357,26 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
     }
     opf_row_plan(&L, count, batch_rank, x->shape, strides);
     L.blocks = opf_cuda_blocks(rows, OPF_CUDA_ROW_THREADS, sms);
-    const int err = kernel->cuda(&L);
+    const int err = rows > 0 ? kernel->cuda(&L) : 0;
     if (err != 0) {
         return opf_cuda_fail(OPF_E_INTERNAL, label, "kernel launch failed", (cudaError_t)err);
     }
+    const int64_t block_rows = opf_row_sum_block_rows(rows, row_elems, sum_bytes);
     for (int32_t o = 0; o < op->num_outputs; o++) {
+        if (summed[o] != NULL) {
+            void *slots = L.operands[op->num_inputs + o];
+            const int64_t len = L.len[op->num_inputs + o];
+            cudaError_t e = elem == sizeof(float) ? opf_row_sum_enqueue<float>(len, rows, block_rows, slots, sms, s)
+                                                  : opf_row_sum_enqueue<double>(len, rows, block_rows, slots, sms, s);
+            if (e == cudaSuccess) {
+                e = opf_row_copy(summed[o], slots, 0, sms, s);
+            }
+            if (e != cudaSuccess) {
+                char what[96];
+                snprintf(what, sizeof what, "adding up %s over the rows failed", op->outputs[o].name);
+                return opf_cuda_fail(OPF_E_INTERNAL, label, what, e);
+            }
+        }
         if (scatter[o] != NULL) {
             cudaError_t e = opf_row_copy(scatter[o], L.operands[op->num_inputs + o], 0, sms, s);
             if (e != cudaSuccess) {
