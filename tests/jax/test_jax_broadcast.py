@@ -11,24 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.test_util import check_grads
+from references import BROADCAST_PAIRS as PAIRS
 from references import FLOAT_DTYPES
 
 import opforge.jax as oj
 
-# Pairs that broadcast together: 0-d with n-d, [3,1] with [1,4], rank
-# mismatch, size-0 dims, equal shapes, long rows.
-PAIRS = [
-    ((), (2, 3)),
-    ((2, 3), ()),
-    ((3, 1), (1, 4)),
-    ((4,), (2, 3, 4)),
-    ((2, 3, 4), (3, 1)),
-    ((2, 1, 3, 1), (5, 1, 6)),
-    ((0, 4), (4,)),
-    ((1, 4), (0, 1)),
-    ((3, 4), (3, 4)),
-    ((64, 1), (1, 300)),
-]
 THEIRS: dict[str, Callable[..., jax.Array]] = {"add": jnp.add, "mul": jnp.multiply}
 
 

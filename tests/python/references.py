@@ -8,6 +8,21 @@ import numpy as np
 
 FLOAT_DTYPES = [np.float32, np.float64]
 
+# Shape pairs that broadcast together, for every adapter's broadcasting tests:
+# 0-d with n-d, [3,1] with [1,4], rank mismatch, size-0 dims, equal shapes, long rows.
+BROADCAST_PAIRS = [
+    ((), (2, 3)),
+    ((2, 3), ()),
+    ((3, 1), (1, 4)),
+    ((4,), (2, 3, 4)),
+    ((2, 3, 4), (3, 1)),
+    ((2, 1, 3, 1), (5, 1, 6)),
+    ((0, 4), (4,)),
+    ((1, 4), (0, 1)),
+    ((3, 4), (3, 4)),
+    ((64, 1), (1, 300)),
+]
+
 
 def ref_relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, x.dtype.type(0))  # propagates NaN

@@ -12,25 +12,12 @@ import pytest
 
 pytest.importorskip("tensorflow")  # a clean skip without it (conftest.py)
 import tensorflow as tf  # noqa: E402
+from references import BROADCAST_PAIRS as PAIRS  # noqa: E402
 from references import FLOAT_DTYPES  # noqa: E402
 
 import opforge.tensorflow as otf  # noqa: E402
 
 MODES = ["eager", "function"]
-# Pairs that broadcast together: 0-d with n-d, [3,1] with [1,4], rank
-# mismatch, size-0 dims, equal shapes, long rows.
-PAIRS = [
-    ((), (2, 3)),
-    ((2, 3), ()),
-    ((3, 1), (1, 4)),
-    ((4,), (2, 3, 4)),
-    ((2, 3, 4), (3, 1)),
-    ((2, 1, 3, 1), (5, 1, 6)),
-    ((0, 4), (4,)),
-    ((1, 4), (0, 1)),
-    ((3, 4), (3, 4)),
-    ((64, 1), (1, 300)),
-]
 THEIRS: dict[str, Callable[..., tf.Tensor]] = {"add": tf.add, "mul": tf.multiply}
 
 

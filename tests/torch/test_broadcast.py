@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import pytest
 import torch
+from references import BROADCAST_PAIRS as PAIRS
 from torch.func import grad, hessian, jacfwd, jacrev, jvp, vmap
 
 import opforge.torch as ot
@@ -17,20 +18,6 @@ F64 = torch.float64
 ops = torch.ops.opforge
 DTYPES = [torch.float32, torch.float64]
 
-# Pairs that broadcast together: 0-d with n-d, [3,1] with [1,4], rank
-# mismatch, size-0 dims, equal shapes.
-PAIRS = [
-    ((), (2, 3)),
-    ((2, 3), ()),
-    ((3, 1), (1, 4)),
-    ((4,), (2, 3, 4)),
-    ((2, 3, 4), (3, 1)),
-    ((2, 1, 3, 1), (5, 1, 6)),
-    ((0, 4), (4,)),
-    ((1, 4), (0, 1)),
-    ((3, 4), (3, 4)),
-    ((64, 1), (1, 300)),
-]
 THEIRS: dict[str, Callable[..., torch.Tensor]] = {"add": torch.add, "mul": torch.mul}
 
 
