@@ -139,4 +139,47 @@ static inline unsigned opf_cuda_blocks(int64_t work, int64_t per_block, int sms)
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
+/* A launch's iteration space, for the elementwise and row engines: dims
+ * listed outermost first (their sizes in `shape`; operand k's strides along
+ * them in strides[k], for `count` operands), size-1 dims dropped, dims that
+ * every operand walks contiguously merged, stored innermost first in
+ * out_shape and out_strides[k] (OPF_MAX_RANK entries each, padded with size 1
+ * and stride 0; out_operands rows of strides, those past `count` zero).
+ * Returns the rank, at least 1 (no dims left: one element, stride 0). */
+static inline int32_t opf_cuda_merge_dims(int32_t dims, const int64_t *shape, const int64_t (*strides)[OPF_MAX_RANK],
+                                          int32_t count, int64_t *out_shape, int64_t (*out_strides)[OPF_MAX_RANK],
+                                          int32_t out_operands) {
+    int64_t mshape[OPF_MAX_RANK] = {0}, mstrides[2 * OPF_MAX_ARGS][OPF_MAX_RANK] = {{0}};
+    int32_t rank = 0;
+    for (int32_t d = 0; d < dims; d++) {
+        if (shape[d] == 1) {
+            continue;
+        }
+        bool merge = rank > 0;
+        for (int32_t k = 0; k < count && merge; k++) {
+            merge = mstrides[k][rank - 1] == strides[k][d] * shape[d];
+        }
+        if (merge) {
+            mshape[rank - 1] *= shape[d];
+        } else {
+            mshape[rank++] = shape[d];
+        }
+        for (int32_t k = 0; k < count; k++) {
+            mstrides[k][rank - 1] = strides[k][d];
+        }
+    }
+    if (rank == 0) {
+        rank = 1;
+        mshape[0] = 1;
+    }
+    for (int32_t d = 0; d < OPF_MAX_RANK; d++) {
+        const int32_t from = rank - 1 - d; /* reversed: innermost first */
+        out_shape[d] = d < rank ? mshape[from] : 1;
+        for (int32_t k = 0; k < out_operands; k++) {
+            out_strides[k][d] = d < rank && k < count ? mstrides[k][from] : 0;
+        }
+    }
+    return rank;
+}
+
 #endif

@@ -51,39 +51,15 @@ void opf_ew_plan_strided(opf_cuda_eltwise_launch *L, const opf_tensor *const *op
         }
         order[at] = d;
     }
-    /* Outermost first while merging. */
+    /* Outermost first, as opf_cuda_merge_dims takes them. */
     int64_t shape[OPF_MAX_RANK], strides[OPF_CUDA_EW_OPERANDS][OPF_MAX_RANK];
-    int32_t rank = 0;
     for (int32_t i = 0; i < dims; i++) {
-        const int32_t d = order[i];
-        bool merge = rank > 0;
-        for (int32_t k = 0; k < count && merge; k++) {
-            merge = strides[k][rank - 1] == opf_tensor_stride(operands[k], d) * y->shape[d];
-        }
-        if (merge) {
-            shape[rank - 1] *= y->shape[d];
-        } else {
-            shape[rank++] = y->shape[d];
-        }
+        shape[i] = y->shape[order[i]];
         for (int32_t k = 0; k < count; k++) {
-            strides[k][rank - 1] = opf_tensor_stride(operands[k], d);
+            strides[k][i] = opf_tensor_stride(operands[k], order[i]);
         }
     }
-    if (rank == 0) { /* one element */
-        rank = 1;
-        shape[0] = 1;
-        for (int32_t k = 0; k < count; k++) {
-            strides[k][0] = 0;
-        }
-    }
-    L->rank = rank;
-    for (int32_t d = 0; d < OPF_MAX_RANK; d++) {
-        const int32_t from = rank - 1 - d; /* reversed: innermost first */
-        L->shape[d] = d < rank ? shape[from] : 1;
-        for (int32_t k = 0; k < count; k++) {
-            L->strides[k][d] = d < rank ? strides[k][from] : 0;
-        }
-    }
+    L->rank = opf_cuda_merge_dims(dims, shape, strides, count, L->shape, L->strides, OPF_CUDA_EW_OPERANDS);
 }
 
 /* --- outputs summed over broadcast dims ---------------------------------------------------------------------------

@@ -196,47 +196,6 @@ cudaError_t opf_row_sum_enqueue(int64_t len, int64_t rows, int64_t block_rows, v
     return err != cudaSuccess ? err : cudaGetLastError();
 }
 
-/* The launch's iteration space: the leading dims (outermost first in
- * `shape`, each operand's strides in `strides`), size-1 dims dropped, dims
- * merged where every operand's stride allows, stored innermost first. */
-void opf_row_plan(opf_cuda_row_launch *L, int32_t count, int32_t batch_rank, const int64_t *shape,
-                  int64_t (*strides)[OPF_MAX_RANK]) {
-    int64_t mshape[OPF_MAX_RANK], mstrides[OPF_CUDA_ROW_OPERANDS][OPF_MAX_RANK];
-    int32_t rank = 0;
-    for (int32_t d = 0; d < batch_rank; d++) {
-        if (shape[d] == 1) {
-            continue;
-        }
-        bool merge = rank > 0;
-        for (int32_t k = 0; k < count && merge; k++) {
-            merge = mstrides[k][rank - 1] == strides[k][d] * shape[d];
-        }
-        if (merge) {
-            mshape[rank - 1] *= shape[d];
-        } else {
-            mshape[rank++] = shape[d];
-        }
-        for (int32_t k = 0; k < count; k++) {
-            mstrides[k][rank - 1] = strides[k][d];
-        }
-    }
-    if (rank == 0) { /* one row */
-        rank = 1;
-        mshape[0] = 1;
-        for (int32_t k = 0; k < count; k++) {
-            mstrides[k][0] = 0;
-        }
-    }
-    L->rank = rank;
-    for (int32_t d = 0; d < OPF_MAX_RANK; d++) {
-        const int32_t from = rank - 1 - d; /* reversed: innermost first */
-        L->shape[d] = d < rank ? mshape[from] : 1;
-        for (int32_t k = 0; k < OPF_CUDA_ROW_OPERANDS; k++) {
-            L->strides[k][d] = d < rank && k < count ? mstrides[k][from] : 0;
-        }
-    }
-}
-
 } // namespace
 
 extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, const opf_tensor *const *inputs,
@@ -355,7 +314,8 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
             scatter[k - op->num_inputs] = t;
         }
     }
-    opf_row_plan(&L, count, batch_rank, x->shape, strides);
+    /* The launch's iteration space: the leading dims. */
+    L.rank = opf_cuda_merge_dims(batch_rank, x->shape, strides, count, L.shape, L.strides, OPF_CUDA_ROW_OPERANDS);
     L.blocks = opf_cuda_blocks(rows, OPF_CUDA_ROW_THREADS, sms);
     const int err = rows > 0 ? kernel->cuda(&L) : 0;
     if (err != 0) {
