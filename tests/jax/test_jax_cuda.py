@@ -146,3 +146,52 @@ def test_grad_through_the_cuda_kernels(dtype: Any) -> None:
     assert_matmul_close(np.asarray(got[0]), np.asarray(want[0], np.float64), dz @ ws.T, 48)
     assert_matmul_close(np.asarray(got[1]), np.asarray(want[1], np.float64), xs.T @ dz, 64)
     assert_matmul_close(np.asarray(got[2]), np.asarray(want[2], np.float64), dz.sum(0), 64)
+
+
+def _jax_layer_norm(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / jnp.sqrt(var + 1e-5) * w + b
+
+
+def _jax_rms_norm(x: jax.Array, w: jax.Array) -> jax.Array:
+    return x / jnp.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w
+
+
+# The transformer ops on the GPU (their CUDA builds: elementwise kernels, and
+# row kernels one thread per row with sums over rows added up in the CPU
+# engine's order) against jax's own on the same GPU: values and jax.grad of
+# every argument (the weights' gradients are sums over rows).
+TRANSFORMER: dict[str, tuple[Callable[..., Any], Callable[..., Any], int]] = {
+    "gelu": (lambda x, w, b: oj.gelu(x), lambda x, w, b: jax.nn.gelu(x, approximate=False), 1),
+    "gelu_tanh": (lambda x, w, b: oj.gelu(x, approximate="tanh"), lambda x, w, b: jax.nn.gelu(x, approximate=True), 1),
+    "silu": (lambda x, w, b: oj.silu(x), lambda x, w, b: jax.nn.silu(x), 1),
+    "sigmoid": (lambda x, w, b: oj.sigmoid(x), lambda x, w, b: jax.nn.sigmoid(x), 1),
+    "tanh": (lambda x, w, b: oj.tanh(x), lambda x, w, b: jnp.tanh(x), 1),
+    "softmax": (lambda x, w, b: oj.softmax(x), lambda x, w, b: jax.nn.softmax(x, axis=-1), 1),
+    "log_softmax": (lambda x, w, b: oj.log_softmax(x), lambda x, w, b: jax.nn.log_softmax(x, axis=-1), 1),
+    "mul_broadcast": (lambda x, w, b: oj.mul(x, w), lambda x, w, b: x * w, 2),
+    "add_broadcast": (lambda x, w, b: oj.add(w, x), lambda x, w, b: w + x, 2),
+    "layer_norm": (lambda x, w, b: oj.layer_norm(x, w, b)[0], _jax_layer_norm, 3),
+    "rms_norm": (lambda x, w, b: oj.rms_norm(x, w, eps=1e-6)[0], lambda x, w, b: _jax_rms_norm(x, w), 2),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("name", TRANSFORMER)
+def test_transformer_ops_match_jax(name: str, dtype: Any) -> None:
+    ours, theirs, args = TRANSFORMER[name]
+    tolerance = {"rtol": 1e-4, "atol": 1e-4} if dtype == np.float32 else {"rtol": 1e-10, "atol": 1e-10}
+    for rows, m in ((513, 96), (2, 4097), (0, 8)):
+        x, w, b = (_on_gpu(_random(s, dtype, seed)) for seed, s in enumerate([(rows, m), (m,), (m,)]))
+        got, want = jax.jit(ours)(x, w, b), jax.jit(theirs)(x, w, b)
+        _assert_on_gpu(got)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), **tolerance)
+        argnums = tuple(range(args))
+        loss_ours = lambda x, w, b: (jnp.sin(ours(x, w, b))).sum()  # noqa: E731
+        loss_theirs = lambda x, w, b: (jnp.sin(theirs(x, w, b))).sum()  # noqa: E731
+        grads = jax.jit(jax.grad(loss_ours, argnums))(x, w, b)
+        wanted = jax.jit(jax.grad(loss_theirs, argnums))(x, w, b)
+        _assert_on_gpu(*grads)
+        for g, e in zip(grads, wanted):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(e), **tolerance)

@@ -187,3 +187,72 @@ def test_a_users_row_ops_built_by_nvcc_run_on_cuda(dtype: torch.dtype) -> None:
     (dx,) = torch.autograd.grad(rowsum(w), (w,), dy)
     assert dx.is_cuda
     torch.testing.assert_close(dx, dy[..., None].expand_as(w), rtol=0, atol=0)
+
+
+# The transformer ops on CUDA tensors: the CUDA builds of their elementwise
+# and row kernels (one thread per row; sums over rows added up in the CPU
+# engine's order) against torch's own ops on the same GPU, forward and
+# backward, contiguous and transposed.
+TRANSFORMER = {
+    "gelu": (lambda x: ot.gelu(x), lambda x: F.gelu(x)),
+    "gelu_tanh": (lambda x: ot.gelu(x, approximate="tanh"), lambda x: F.gelu(x, approximate="tanh")),
+    "silu": (lambda x: ot.silu(x), F.silu),
+    "sigmoid": (lambda x: ot.sigmoid(x), torch.sigmoid),
+    "tanh": (lambda x: ot.tanh(x), torch.tanh),
+    "softmax": (lambda x: ot.softmax(x), lambda x: torch.softmax(x, -1)),
+    "log_softmax": (lambda x: ot.log_softmax(x), lambda x: torch.log_softmax(x, -1)),
+    "mul_broadcast": (lambda x: ot.mul(x, x[:1]), lambda x: x * x[:1]),
+    "add_broadcast": (lambda x: ot.add(x[:, :1], x), lambda x: x[:, :1] + x),
+}
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", TRANSFORMER)
+def test_transformer_ops_match_torch_on_cuda(name: str, dtype: torch.dtype) -> None:
+    ours, theirs = TRANSFORMER[name]
+    for shape, transpose in (((64, 300), False), ((300, 64), True), ((3, 0), False), ((1, 4097), False)):
+        base = torch.randn(shape, device="cuda", dtype=dtype) * 3
+        x = base.t() if transpose else base
+        xa, xb = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+        ya, yb = ours(xa), theirs(xb)
+        assert ya.is_cuda and ya.shape == yb.shape
+        torch.testing.assert_close(ya, yb)
+        dy = torch.randn_like(yb)
+        (ga,) = torch.autograd.grad(ya, xa, dy)
+        (gb,) = torch.autograd.grad(yb, xb, dy)
+        torch.testing.assert_close(ga, gb)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("norm", ["layer_norm", "layer_norm_no_affine", "rms_norm"])
+def test_norms_and_their_weight_gradients_on_cuda(norm: str, dtype: torch.dtype) -> None:
+    """The weight gradients are sums over rows: computed on the GPU, equal to torch's."""
+    x = (torch.randn(513, 96, device="cuda", dtype=dtype) * 2).requires_grad_()
+    w = torch.randn(96, device="cuda", dtype=dtype, requires_grad=True)
+    b = torch.randn(96, device="cuda", dtype=dtype, requires_grad=True)
+    if norm == "layer_norm":
+        params = (x, w, b)
+        ours, theirs = ot.layer_norm(x, w, b)[0], F.layer_norm(x, (96,), w, b)
+    elif norm == "layer_norm_no_affine":
+        params = (x,)
+        ours, theirs = ot.layer_norm(x)[0], F.layer_norm(x, (96,))
+    else:
+        params = (x, w)
+        ours, theirs = ot.rms_norm(x, w, eps=1e-6)[0], F.rms_norm(x, (96,), w, eps=1e-6)
+    torch.testing.assert_close(ours, theirs)
+    dy = torch.randn_like(theirs)
+    tolerance = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {}  # sums over 513 rows
+    for a, e in zip(torch.autograd.grad(ours, params, dy), torch.autograd.grad(theirs, params, dy)):
+        assert a.is_cuda
+        torch.testing.assert_close(a, e, **tolerance)
+
+
+@needs_gpu
+def test_norms_second_order_on_cuda() -> None:
+    x = torch.randn(6, 9, device="cuda", dtype=torch.float64, requires_grad=True)
+    w = torch.randn(9, device="cuda", dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda x, w: ot.layer_norm(x, w)[0], (x, w))
+    assert torch.autograd.gradgradcheck(lambda x, w: ot.rms_norm(x, w)[0], (x, w))
+    assert torch.autograd.gradgradcheck(lambda x: ot.softmax(x), (x,))
