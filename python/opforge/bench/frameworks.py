@@ -26,6 +26,46 @@ NumPy and torch write into preallocated outputs; TensorFlow's eager ops and
 JAX allocate theirs (they have no ``out=``). Everything runs on the CPU. The
 frameworks are imported only by the worker that measures them, so none is
 needed to run the benchmark.
+
+The transformer section (transformer.py: what each op computes, on float32
+[N, M]; a backward row returns the gradients it names, e.g. dx, dw, db):
+
+=============== ============================ ======================================= =====================================
+op              opforge ``onp.<row>(out=)``  torch (``aten.``: ``torch.ops.aten.``)  jax (jitted) / tensorflow
+=============== ============================ ======================================= =====================================
+gelu, gelu_tanh ``gelu(x, approximate=)``    ``torch._C._nn.gelu(x, out=)``          ``jax.nn.gelu`` / ``tf.nn.gelu``
+  backward      ``gelu_grad(dy, x)``         ``aten.gelu_backward.grad_input``       vjp / tape
+silu            ``silu(x)``                  ``torch._C._nn.silu(x, out=)``          ``jax.nn.silu`` / ``tf.nn.silu``
+  backward      ``silu_grad(dy, x)``         ``aten.silu_backward.grad_input``       vjp / tape
+sigmoid, tanh   ``sigmoid(x)``, ``tanh(x)``  ``torch.sigmoid(x, out=)``, ``tanh``    ``jax.nn.sigmoid``, ``jnp.tanh`` /
+                                                                                     ``tf.sigmoid``, ``tf.tanh``
+  backward      ``sigmoid_grad(dy, y)``, ... ``aten.sigmoid_backward.grad_input``    vjp / ``tf.raw_ops.SigmoidGrad``,
+                                             (dy, y), ``tanh_backward``              ``TanhGrad``
+softmax,        ``softmax(x)``,              ``aten._softmax.out``,                  ``jax.nn.softmax``, ``log_softmax`` /
+log_softmax     ``log_softmax(x)``           ``aten._log_softmax.out``               ``tf.nn.log_softmax``
+  backward      ``softmax_grad(dy, y)``, ... ``aten._softmax_backward_data.out``,    vjp / its gradient's formula from y
+                                             ``_log_softmax_backward_data.out``
+layer_norm      ``layer_norm(x, w, b)``      ``aten.native_layer_norm.out``          compositions (``tf.nn.moments``)
+  backward      ``layer_norm_grad(x, mean,   ``aten.native_layer_norm_backward.out`` vjp / tape
+                rstd, dy, w)``
+rms_norm        ``rms_norm(x, w, eps=)``     ``F.rms_norm`` (no ``out=``)            compositions
+  backward      ``rms_norm_grad(x, rstd,     ``torch.autograd.grad`` of it (the      vjp / tape
+                dy, w)``                     graph recorded once)
+add (b: [M])    ``add(x, b)``                ``torch.add(x, b, out=)``               ``jnp.add`` / ``tf.add``
+  backward      ``sum_to(dy, b)``            ``torch.sum(dy, 0, out=)``              vjp (b only) / ``tf.reduce_sum``
+mul (w: [M])    ``mul(x, w)``                ``torch.mul(x, w, out=)``               ``jnp.multiply`` / ``tf.multiply``
+  backward      ``mul_grad`` for x, for w    ``torch.mul``, ``torch.sum`` (``out=``) vjp / ``dy * w``, ``reduce_sum``
+=============== ============================ ======================================= =====================================
+
+NumPy has built-ins for tanh (``np.tanh``), add, mul and their backward
+(``np.add``, ``np.multiply``, ``np.sum(axis=0)``, all with ``out=``) only.
+JAX's backward ("vjp") is the jitted application of the function
+``jax.vjp`` returns, its residuals saved beforehand (as a training step keeps
+them). TensorFlow runs each op in a ``tf.function``, compiled with XLA
+(``jit_compile``) where TF would run more than one kernel: the
+compositions, the tape's gradients ("tape": ``GradientTape.gradient`` of the
+forward, for ops without a callable gradient kernel), softmax's and mul's
+backward. Outputs are preallocated where the API has ``out=``.
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ pools that spin, allocator state) and is how opforge's ISA level is chosen:
 ``OPFORGE_ISA`` is read once per process.
 
 Inputs are the same in every worker (fixed seeds): standard normal ``x`` and
-``b``; for dense, ``w`` scaled by 1/sqrt(K) so that outputs stay O(1). After
-timing, each result is checked on a sample of its elements (rows, for dense)
-against NumPy in float64; a failed check is reported, never hidden.
+``b``; for dense, ``w`` scaled by 1/sqrt(K) so that outputs stay O(1); for
+the transformer section, transformer.py's. After timing, each result is
+checked on a sample of its elements (rows, for dense and the transformer
+ops' [N, M] outputs; their [M] outputs whole) against NumPy in float64; a
+failed check is reported, never hidden.
 """
 
 from __future__ import annotations
