@@ -96,8 +96,8 @@ def test_bench_runs_and_writes_json(bench_run: tuple[subprocess.CompletedProcess
         assert entry["level"] == (opforge.info()["isa"] if entry["impl"] == "opforge" else None)
 
     transformer = result["transformer"]
-    keys = {(e["impl"], e["op"], e["threads"]) for e in transformer}
-    assert keys == {("opforge", op, t) for op in tr.OPS for t in {1, threads}} | {
+    transformer_keys = {(e["impl"], e["op"], e["threads"]) for e in transformer}
+    assert transformer_keys == {("opforge", op, t) for op in tr.OPS for t in {1, threads}} | {
         ("numpy", op, 1) for op in NUMPY_TRANSFORMER_OPS}
     for entry in transformer:
         assert entry["shape"] == [8, 64] and entry["dtype"] == "float32" and entry["check_ok"]

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
+import numpy.typing as npt
 
 #: Report order: each forward op, then its gradient row(s).
 OPS = tuple(
@@ -100,29 +101,38 @@ def make_data(op: str, shape: tuple[int, int]) -> Data:
 # float64 references
 # --------------------------------------------------------------------------
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
+F64 = npt.NDArray[np.float64]
+
+_erf_scalar = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _erf(x: F64) -> F64:
+    result: F64 = _erf_scalar(x)
+    return result
 _TANH_C = math.sqrt(2 / math.pi)
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
+def _sigmoid(x: F64) -> F64:
     return 0.5 * (1 + np.tanh(0.5 * x))
 
 
-def _layer_norm_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _layer_norm_stats(x: F64) -> tuple[F64, F64]:
     mean = x.mean(-1)
     return mean, 1 / np.sqrt(x.var(-1) + LAYER_NORM_EPS)
 
 
-def _rms_rstd(x: np.ndarray) -> np.ndarray:
-    return 1 / np.sqrt((x * x).mean(-1) + RMS_NORM_EPS)
+def _rms_rstd(x: F64) -> F64:
+    mean_square: F64 = (x * x).mean(-1)
+    return 1 / np.sqrt(mean_square + RMS_NORM_EPS)
 
 
-def _forward(op: str, x: np.ndarray, w: Any = 1.0, b: Any = 0.0) -> np.ndarray:
+def _forward(op: str, x: F64, w: Union[F64, float] = 1.0, b: Union[F64, float] = 0.0) -> F64:
     """A forward op on float64 rows (w, b: the [M] vectors where the op takes them)."""
     if op == "gelu":
         return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
     if op == "gelu_tanh":
-        return 0.5 * x * (1 + np.tanh(_TANH_C * (x + 0.044715 * x**3)))
+        t: F64 = np.tanh(_TANH_C * (x + 0.044715 * x * x * x))
+        return 0.5 * x * (1 + t)
     if op == "silu":
         return x * _sigmoid(x)
     if op == "sigmoid":
@@ -130,8 +140,8 @@ def _forward(op: str, x: np.ndarray, w: Any = 1.0, b: Any = 0.0) -> np.ndarray:
     if op == "tanh":
         return np.tanh(x)
     if op in ("softmax", "log_softmax"):
-        shifted = x - x.max(-1, keepdims=True)
-        lse = np.log(np.exp(shifted).sum(-1, keepdims=True))
+        shifted: F64 = x - x.max(-1, keepdims=True)
+        lse: F64 = np.log(np.exp(shifted).sum(-1, keepdims=True))
         return np.exp(shifted - lse) if op == "softmax" else shifted - lse
     if op == "layer_norm":
         mean, rstd = _layer_norm_stats(x)
@@ -143,7 +153,7 @@ def _forward(op: str, x: np.ndarray, w: Any = 1.0, b: Any = 0.0) -> np.ndarray:
     return x * w  # mul
 
 
-def _column_sum(d: Data, term: Any) -> np.ndarray:
+def _column_sum(d: Data, term: Callable[[slice], np.ndarray]) -> np.ndarray:
     """The sum over all rows of term(rows of x, dy, ...) as float64, in blocks of rows."""
     n = d.x.shape[0]
     return sum((term(slice(i, min(i + 256, n))) for i in range(0, n, 256)), np.zeros(d.x.shape[1]))
@@ -164,15 +174,15 @@ def references(d: Data, rows: np.ndarray) -> list[np.ndarray]:
     if op == "silu_grad":
         s = _sigmoid(x)
         return [dy * s * (1 + x * (1 - s))]
-    y = d.y[rows].astype(f64) if d.y is not None else None
-    if op == "sigmoid_grad":
-        return [dy * y * (1 - y)]
-    if op == "tanh_grad":
-        return [dy * (1 - y * y)]
-    if op == "softmax_grad":
-        return [y * (dy - (dy * y).sum(-1, keepdims=True))]
-    if op == "log_softmax_grad":
-        return [dy - np.exp(y) * dy.sum(-1, keepdims=True)]
+    if d.y is not None:  # the gradients from the forward output
+        y = d.y[rows].astype(f64)
+        if op == "sigmoid_grad":
+            return [dy * y * (1 - y)]
+        if op == "tanh_grad":
+            return [dy * (1 - y * y)]
+        if op == "softmax_grad":
+            return [y * (dy - (dy * y).sum(-1, keepdims=True))]
+        return [dy - np.exp(y) * dy.sum(-1, keepdims=True)]  # log_softmax_grad
     if op == "layer_norm_grad":
         assert d.mean is not None and d.rstd is not None
         mean, rstd = d.mean.astype(f64), d.rstd.astype(f64)
