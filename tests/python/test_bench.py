@@ -211,6 +211,17 @@ def test_parse_shapes() -> None:
         runner.parse_shapes("2x3")
 
 
+def test_transformer_shape_option() -> None:
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    assert runner.settings_from(parser.parse_args([])).transformer_shape == (8192, 4096)
+    assert runner.settings_from(parser.parse_args(["--quick"])).transformer_shape == (1024, 4096)
+    assert runner.settings_from(parser.parse_args(["--quick", "--transformer", "16x32"])).transformer_shape == (16, 32)
+    assert runner.settings_from(parser.parse_args(["--transformer", "0"])).transformer_shape is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--transformer", "16"])
+
+
 def test_table_aligns_columns() -> None:
     lines = report.table(["a", "value"], [["long name", "1.0"], ["x", "12.5"]], [False, True])
     assert len({line.index("value") + len("value") for line in lines[:1]} | {len(line) for line in lines}) == 1
