@@ -6,21 +6,35 @@ written, table printed), never how fast anything is: no timing assertions.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import io
 import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
+
+import numpy as np
 
 import opforge
 from opforge import cli
 from opforge.bench import report, runner
+from opforge.bench import transformer as tr
+from opforge.bench.frameworks import OpforgeImpl, Runner
+from opforge.bench.machine import machine_info
+from opforge.bench.measure import Progress
+from opforge.bench.transformer import Data
+from opforge.bench.worker import Settings, Worker
 
-TINY = ["--elements", "4096", "--sizes", "32,4x16x8", "--sizes-f64", "16", "--repeats", "2", "--fma-seconds", "0.002"]
+TINY = ["--elements", "4096", "--sizes", "32,4x16x8", "--sizes-f64", "16", "--repeats", "2", "--fma-seconds", "0.002",
+        "--transformer", "8x64"]  # fmt: skip
+#: The transformer ops NumPy has a built-in for.
+NUMPY_TRANSFORMER_OPS = {"tanh", "add", "add_grad", "mul", "mul_grad"}
 
 
 def _env() -> dict[str, str]:
@@ -81,15 +95,30 @@ def test_bench_runs_and_writes_json(bench_run: tuple[subprocess.CompletedProcess
         assert entry["flops"] == 2 * entry["shape"][0] * entry["shape"][1] * entry["shape"][2]
         assert entry["level"] == (opforge.info()["isa"] if entry["impl"] == "opforge" else None)
 
+    transformer = result["transformer"]
+    transformer_keys = {(e["impl"], e["op"], e["threads"]) for e in transformer}
+    assert transformer_keys == {("opforge", op, t) for op in tr.OPS for t in {1, threads}} | {
+        ("numpy", op, 1) for op in NUMPY_TRANSFORMER_OPS}
+    for entry in transformer:
+        assert entry["shape"] == [8, 64] and entry["dtype"] == "float32" and entry["check_ok"]
+        assert entry["pass"] == ("backward" if entry["op"].endswith("_grad") else "forward")
+        assert entry["bytes"] == tr.STREAMS[entry["op"]] * 8 * 64 * 4 and entry["gbs"] > 0 and entry["vs_copy"] > 0
+        if entry["op"] in NUMPY_TRANSFORMER_OPS:
+            assert entry["best_builtin"] == "numpy" and entry["vs_best_builtin"] > 0
+        else:  # no built-in to compare with
+            assert entry["best_builtin"] is None and entry["vs_best_builtin"] is None
+
 
 def test_bench_prints_table_and_progress(bench_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     proc, _ = bench_run
     for heading in ("Machine limits", "Elementwise, float32", "Elementwise, float64", "Dense, float32",
-                    "Dense, float64", "best of at least 2 timed runs"):
+                    "Dense, float64", "Transformer ops, float32 [8, 64]", "best of at least 2 timed runs"):
         assert heading in proc.stdout
     assert "vs fastest built-in" in proc.stdout
     progress = [line for line in proc.stderr.splitlines() if line.startswith("[")]
     assert any("relu float32 4096" in line for line in progress)
+    assert any("layer_norm_grad float32 8x64" in line for line in progress)
+    assert "CHECK FAILED" not in proc.stdout
     assert any("copy" in line and "GB/s" in line for line in progress)
 
 
@@ -110,7 +139,69 @@ def test_worker_prints_one_result_line() -> None:
     assert len(lines) == 1
     result = json.loads(lines[0][len(runner.RESULT_MARKER):])
     assert result["impl"] == "numpy" and result["builtin"] and result["errors"] == []
-    assert len(result["measurements"]) == 3 * 2 + 1
+    assert len(result["measurements"]) == 3 * 2 + 1 + len(NUMPY_TRANSFORMER_OPS)
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax", "tensorflow"])
+def test_framework_transformer_peers_agree(framework: str) -> None:
+    """Each framework's peer of each transformer op computes what opforge's row does."""
+    if importlib.util.find_spec(framework) is None:
+        pytest.skip(f"{framework} is not installed")
+    command = [sys.executable, "-m", "opforge", "bench", "--worker", framework, *TINY, "--elements", "64",
+               "--sizes", "", "--sizes-f64", "", "--min-time", "0", "--budget", "0.01"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith(runner.RESULT_MARKER))
+    result = json.loads(line[len(runner.RESULT_MARKER):])
+    assert result["errors"] == []
+    transformer = {e["op"]: e for e in result["measurements"] if e["section"] == "transformer"}
+    assert set(transformer) == set(tr.OPS)
+    assert [op for op, e in transformer.items() if not e["check_ok"]] == []
+
+
+def _data(op: str) -> Data:
+    return tr.make_data(op, (8, 64))
+
+
+@pytest.mark.parametrize("op", tr.OPS)
+def test_transformer_check_catches_a_wrong_result(op: str) -> None:
+    """The check passes opforge's result and fails it perturbed by 0.1% (any one output), or misshapen."""
+    data = _data(op)
+    runner_ = OpforgeImpl().transformer(data)
+    assert runner_ is not None
+    result = runner_()
+    outputs = [np.array(o) for o in (result if isinstance(result, tuple) else (result,))]
+    outputs = outputs[: len(tr.CHECKED.get(op, ("y",)))]
+    assert tr.check(data, outputs) <= 1e-6
+    for i in range(len(outputs)):
+        wrong = [o * np.float32(1.001) if j == i else o for j, o in enumerate(outputs)]
+        assert tr.check(data, wrong) > 1e-4
+    assert tr.check(data, [outputs[0][..., :-1], *outputs[1:]]) == float("inf")
+    assert tr.check(data, outputs[:-1]) == float("inf")
+
+
+class _WrongSoftmax(OpforgeImpl):
+    """opforge with a softmax that forgets to normalize."""
+
+    def transformer(self, d: Data) -> Optional[Runner]:
+        if d.op == "softmax":
+            return lambda: np.exp(d.x - d.x.max(-1, keepdims=True))
+        return super().transformer(d)
+
+
+def test_bench_reports_a_wrong_transformer_result() -> None:
+    settings = Settings(elements=64, dense_shapes=[], dense_shapes_f64=[], repeats=1, budget_s=0.01,
+                        max_call_s=1.0, dtypes=(), transformer_shape=(8, 64))
+    stream = io.StringIO()
+    worker = Worker(_WrongSoftmax(), settings, Progress(stream=stream), "test")
+    result = worker.run()
+    checks = {(e["op"], e["check_ok"]) for e in result.measurements}
+    assert ("softmax", False) in checks and ("softmax_grad", True) in checks and ("layer_norm", True) in checks
+    assert "WARNING: opforge[test] transformer result differs from NumPy" in stream.getvalue()
+    document = report.build(machine_info(), settings, argparse.Namespace(quick=True), [], [asdict(result)], 1.0, 0.01)
+    assert len(document["errors"]) == 1 + int(worker.all_threads not in (None, 1))
+    assert "softmax float32: result differs from NumPy" in document["errors"][0]
+    assert "CHECK FAILED" in report.format_text(document)
 
 
 def test_parse_shapes() -> None:
@@ -118,6 +209,17 @@ def test_parse_shapes() -> None:
     assert runner.parse_shapes("") == []
     with pytest.raises(Exception):
         runner.parse_shapes("2x3")
+
+
+def test_transformer_shape_option() -> None:
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    assert runner.settings_from(parser.parse_args([])).transformer_shape == (8192, 4096)
+    assert runner.settings_from(parser.parse_args(["--quick"])).transformer_shape == (1024, 4096)
+    assert runner.settings_from(parser.parse_args(["--quick", "--transformer", "16x32"])).transformer_shape == (16, 32)
+    assert runner.settings_from(parser.parse_args(["--transformer", "0"])).transformer_shape is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--transformer", "16"])
 
 
 def test_table_aligns_columns() -> None:

@@ -5,7 +5,8 @@ Two panels, at the all-threads setting of each implementation:
 - elementwise GB/s, bars per op and dtype, one per implementation, with the
   copy roof at all threads (solid) and at 1 thread (dashed) as lines;
 - dense GFLOP/s, bars per shape and dtype, one per implementation, with the
-  FMA peaks (float32 and float64, all threads) as lines.
+  FMA peaks (float32 and float64, all threads) as lines;
+- if measured, the transformer ops' GB/s, bars per op, with the copy roof.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def write_png(result: dict[str, Any], path: Path) -> str:
     max_threads = int(result["machine"]["opforge_threads"])
     copy_roof = result["limits"]["copy_roof_gbs"]
     peaks = result["limits"]["fma_peak_gflops"]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(15, 6))
+    transformer = _all_threads(result.get("transformer", []), max_threads)
+    figure, axes = plt.subplots(1, 3 if transformer else 2, figsize=(23 if transformer else 15, 6))
+    left, right = axes[0], axes[1]
     settings = result["settings"]
     eltwise = _all_threads(result["elementwise"], max_threads)
     op_groups = [f"{op} {dtype}" for dtype in settings["dtypes"] for op in ("relu", "scale", "add")]
@@ -84,6 +87,11 @@ def write_png(result: dict[str, Any], path: Path) -> str:
     for dtype, style in (("float32", "-"), ("float64", ":")):
         _roof_line(right, peaks.get(dtype, {}).get(str(max_threads)), f"FMA peak {dtype}", style, "black")
     _finish(right, "GFLOP/s", "Dense relu(x @ w + b), N x K x M")
+    if transformer:
+        _bars(axes[2], transformer, list(dict.fromkeys(e["op"] for e in transformer)), lambda e: e["op"], "gbs")
+        _roof_line(axes[2], copy_roof.get(str(max_threads)), f"copy roof, {max_threads} threads", "-", "black")
+        n, m = transformer[0]["shape"]
+        _finish(axes[2], "GB/s ([N, M] arrays read + written)", f"Transformer ops, float32 [{n}, {m}]")
     machine = result["machine"]
     figure.suptitle(f"opforge bench {result['date']} — {machine['cpu_model']}, {machine['cores']} cores, "
                     f"{max_threads} threads (built-ins: their default); best of {settings['repeats']}+ runs")

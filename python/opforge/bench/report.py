@@ -3,9 +3,12 @@
 Ratios (all measured in the same run):
 
 - elementwise GB/s / the copy roof at the same thread count (limits.py);
+- transformer ops: GB/s (the [N, M] arrays read and written, transformer.py's
+  STREAMS) / the copy roof, i.e. a copy's time of the same bytes / the op's;
 - dense GFLOP/s / the FMA peak for its dtype at the same thread count;
-- either / the fastest built-in (any framework, at its own default threads)
-  on the same op, dtype and size.
+- each / the fastest built-in (any framework, at its own default threads)
+  on the same op, dtype and size: for the transformer ops, the fastest
+  built-in's time / opforge's.
 
 A built-in whose thread count is unknown is compared with the roof at all
 threads. The JSON keeps every raw time (every timed run) next to the ratios.
@@ -20,6 +23,7 @@ from typing import Any, Optional, Sequence
 from . import limits as limits_mod
 from .limits import COPY_LABELS
 from .measure import STATISTIC, STATISTIC_TEXT
+from .transformer import OPS
 from .worker import Settings
 
 SCHEMA = "opforge-bench/1"
@@ -61,21 +65,21 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
     best = limits_mod.roofs(measured)
     copy_roof = {str(t): v for t, v in best["copy"].get("float32", {}).items()}
     peaks = {dtype: {str(t): v for t, v in per.items()} for dtype, per in best["fma"].items()}
-    eltwise: list[dict[str, Any]] = []
-    dense: list[dict[str, Any]] = []
+    sections: dict[str, list[dict[str, Any]]] = {"elementwise": [], "dense": [], "transformer": []}
     skipped: list[dict[str, Any]] = []
     errors: list[str] = []
     for worker in workers:
         for entry in worker["measurements"]:
             entry = dict(entry, builtin=worker["builtin"], version=worker["version"])
-            (eltwise if entry["section"] == "elementwise" else dense).append(entry)
+            sections[entry["section"]].append(entry)
             if not entry["check_ok"]:
                 errors.append(f"{_label(entry)} {entry['section']} {_what(entry)}: result differs from NumPy "
                               f"(relative error {entry['check_error']:.2e})")
         skipped += worker["skipped"]
         errors += worker["errors"]
-    _add_ratios(eltwise, "op", "gbs", {"float32": copy_roof}, "copy")
-    _add_ratios(dense, "shape", "gflops", peaks, "peak")
+    _add_ratios(sections["elementwise"], "op", "gbs", {"float32": copy_roof}, "copy")
+    _add_ratios(sections["transformer"], "op", "gbs", {"float32": copy_roof}, "copy")
+    _add_ratios(sections["dense"], "shape", "gflops", peaks, "peak")
     return {
         "schema": SCHEMA,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -93,8 +97,7 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
             "copy_roof_gbs": copy_roof,
             "fma_peak_gflops": peaks,
         },
-        "elementwise": eltwise,
-        "dense": dense,
+        **sections,
         "skipped": skipped,
         "errors": errors,
     }
@@ -110,7 +113,7 @@ def _label(entry: dict[str, Any]) -> str:
 
 
 def _what(entry: dict[str, Any]) -> str:
-    if entry["section"] == "elementwise":
+    if entry["section"] != "dense":
         return f"{entry['op']} {entry['dtype']}"
     return f"{'x'.join(str(d) for d in entry['shape'])} {entry['dtype']}"
 
@@ -200,6 +203,21 @@ def _dense_text(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _transformer_text(result: dict[str, Any]) -> list[str]:
+    entries = result.get("transformer", [])
+    if not entries:
+        return []
+    rows = [[e["op"], _label(e), _threads(e), f"{e['best_s'] * 1e3:.2f}", f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
+             _times(e["vs_best_builtin"], e["best_builtin"], e["impl"] == e["best_builtin"])
+             + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
+    rows.sort(key=lambda row: OPS.index(row[0]))  # by op; implementations in run order
+    n, m = entries[0]["shape"]
+    return ["", f"Transformer ops, float32 [{n}, {m}], forward and gradient rows (GB/s = the [{n}, {m}] arrays "
+                "read + written / time; vs fastest built-in = its time / this one's)",
+            *table(["op", "implementation", "threads", "ms", "GB/s", "vs copy roof", "vs fastest built-in"], rows,
+                   [False, False, True, True, True, True, False])]
+
+
 def format_text(result: dict[str, Any]) -> str:
     """The readable report: header, machine limits, then a table per section."""
     machine = result["machine"]
@@ -216,13 +234,15 @@ def format_text(result: dict[str, Any]) -> str:
         f"Environment: {environment}; load average at start: "
         + (" ".join(f"{x:.2f}" for x in load) if load else "unknown"),
         f"Times: {result['statistic_text']}.",
-        "Ratios: elementwise vs the copy roof, dense vs the FMA peak, each at the same thread count "
-        "(built-ins at their default threads: vs all threads); and vs the fastest built-in. The copy roof is "
-        "a measured copy, not a hard bound: add reads two arrays per one written and may exceed it.",
+        "Ratios: elementwise and transformer ops vs the copy roof, dense vs the FMA peak, each at the same "
+        "thread count (built-ins at their default threads: vs all threads); and vs the fastest built-in. The copy "
+        "roof is a measured copy, not a hard bound: ops reading two arrays per one written (add, the gradient "
+        "rows) may exceed it.",
         "",
         *_limits_text(result),
         *_eltwise_text(result),
         *_dense_text(result),
+        *_transformer_text(result),
     ]
     if result["skipped"]:
         lines += ["", "Skipped:"]

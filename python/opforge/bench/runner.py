@@ -44,12 +44,13 @@ class Defaults:
     max_call_s: float
     min_time_s: float
     fma_s: float  # length of one FMA-peak run
+    transformer: str  # N x M of the transformer section
 
 
 FULL = Defaults(elements=1 << 24, sizes="256,512,1024,2048,32x1024x1024", sizes_f64="1024", repeats=10,
-                budget_s=2.0, max_call_s=3.0, min_time_s=0.25, fma_s=0.05)
+                budget_s=2.0, max_call_s=3.0, min_time_s=0.25, fma_s=0.05, transformer="8192x4096")
 QUICK = Defaults(elements=1 << 22, sizes="256,512,32x512x512", sizes_f64="256", repeats=3, budget_s=0.5,
-                 max_call_s=1.0, min_time_s=0.0, fma_s=0.02)
+                 max_call_s=1.0, min_time_s=0.0, fma_s=0.02, transformer="1024x4096")
 
 
 def parse_shapes(text: str) -> list[Shape]:
@@ -65,6 +66,21 @@ def parse_shapes(text: str) -> list[Shape]:
     return shapes
 
 
+def parse_rows(text: str) -> Optional[tuple[int, int]]:
+    """"8192x4096" -> (8192, 4096): N rows of M; "" or "0" -> None (no transformer section)."""
+    if text.strip() in ("", "0"):
+        return None
+    dims = [int(d) for d in text.lower().split("x")]
+    if len(dims) != 2 or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"bad transformer shape {text!r}: expected NxM, both >= 1")
+    return dims[0], dims[1]
+
+
+def _rows_text(text: str) -> str:
+    parse_rows(text)  # checked now, parsed in settings_from
+    return text
+
+
 def _names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
@@ -77,7 +93,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="PATH",
                         help="where to write the plot, if matplotlib is installed (default: %(default)s; '' for none)")
     parser.add_argument("--quick", action="store_true",
-                        help="a smoke run: fewer repeats and sizes (16M -> 4M elements, dense up to 512)")
+                        help="a smoke run: fewer repeats and sizes (16M -> 4M elements, dense up to 512, "
+                             f"transformer {FULL.transformer} -> {QUICK.transformer})")
+    parser.add_argument("--transformer", type=_rows_text, metavar="NxM",
+                        help=f"float32 shape of the transformer section (default {FULL.transformer}, --quick "
+                             f"{QUICK.transformer}; 0 for none)")
     parser.add_argument("--repeats", type=int, metavar="N",
                         help=f"timed runs per measurement at least, best one kept (default {FULL.repeats}, "
                              f"--quick {QUICK.repeats}; fast ones run more, to span {FULL.min_time_s:g} s)")
@@ -110,6 +130,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         budget_s=args.budget if args.budget is not None else base.budget_s,
         max_call_s=args.max_call if args.max_call is not None else base.max_call_s,
         min_time_s=args.min_time if args.min_time is not None else base.min_time_s,
+        transformer_shape=parse_rows(base.transformer if args.transformer is None else args.transformer),
     )
 
 
@@ -124,6 +145,7 @@ def worker_command(impl: str, level: Optional[str], settings: Settings, started_
                "--sizes-f64", _shapes_text(settings.dense_shapes_f64), "--repeats", str(settings.repeats),
                "--budget", repr(settings.budget_s), "--max-call", repr(settings.max_call_s),
                "--min-time", repr(settings.min_time_s),
+               "--transformer", "x".join(map(str, settings.transformer_shape or (0,))),
                "--started-at", repr(started_at)]
     return command + (["--isa", level] if level else [])
 

@@ -7,9 +7,11 @@ pools that spin, allocator state) and is how opforge's ISA level is chosen:
 ``OPFORGE_ISA`` is read once per process.
 
 Inputs are the same in every worker (fixed seeds): standard normal ``x`` and
-``b``; for dense, ``w`` scaled by 1/sqrt(K) so that outputs stay O(1). After
-timing, each result is checked on a sample of its elements (rows, for dense)
-against NumPy in float64; a failed check is reported, never hidden.
+``b``; for dense, ``w`` scaled by 1/sqrt(K) so that outputs stay O(1); for
+the transformer section, transformer.py's. After timing, each result is
+checked on a sample of its elements (rows, for dense and the transformer
+ops' [N, M] outputs; their [M] outputs whole) against NumPy in float64; a
+failed check is reported, never hidden.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from . import transformer as tr
 from .frameworks import ELTWISE_OPS, ELTWISE_STREAMS, IMPLEMENTATIONS, SCALE_ALPHA, Implementation
 from .measure import Progress, Timing, time_best_of
 
@@ -41,6 +44,7 @@ class Settings:
     max_call_s: float  # skip a dense measurement predicted to take longer per call
     min_time_s: float = 0.0  # timed runs of one measurement span at least this much (within the budget)
     dtypes: tuple[str, ...] = ("float32", "float64")
+    transformer_shape: Optional[tuple[int, int]] = None  # [N, M] float32 of the transformer section; None: none
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,6 +142,9 @@ class Worker:
         for dtype in self.settings.dtypes:
             shapes = self.settings.dense_shapes if dtype == "float32" else self.settings.dense_shapes_f64
             self._guard(self.dense, dtype, shapes)
+        if self.settings.transformer_shape:
+            for op in tr.OPS:
+                self._guard(self.transformer, op, self.settings.transformer_shape)
         return self.result
 
     def _guard(self, section: Any, *args: Any) -> None:
@@ -147,6 +154,8 @@ class Worker:
         except Exception as exc:  # a framework may lack an op or a dtype
             self.progress.end(f"failed: {type(exc).__name__}")
             self.result.errors.append(f"{self.label()} {section.__name__} {args[0]}: {type(exc).__name__}: {exc}")
+        finally:
+            self._set_threads(self.all_threads)
 
     def eltwise(self, dtype: str) -> None:
         n = self.settings.elements
@@ -207,6 +216,35 @@ class Worker:
                     "gflops": flops / timing.best_s / 1e9,
                 }
                 self._record(entry, timing, error, dtype)
+        self._set_threads(self.all_threads)
+
+
+    def transformer(self, op: str, shape: tuple[int, int]) -> None:
+        """One op of the transformer section (transformer.py), float32, if the implementation has it."""
+        data = tr.make_data(op, shape)
+        runner = self.impl.transformer(data)
+        if runner is None:
+            return
+        nbytes = tr.STREAMS[op] * data.x.nbytes
+        for threads in self.thread_counts():
+            self._set_threads(threads)
+            what = f"{op} float32 {shape[0]}x{shape[1]}" + (f", {threads} thread(s)" if threads else "")
+            timing = self._time(what, runner, nbytes, "GB/s")
+            outputs = timing.result if isinstance(timing.result, (tuple, list)) else (timing.result,)
+            error = tr.check(data, [self.impl.to_numpy(o) for o in outputs])
+            entry = {
+                "section": "transformer",
+                "op": op,
+                "pass": "backward" if tr.is_backward(op) else "forward",
+                "shape": list(shape),
+                "dtype": "float32",
+                "impl": self.impl.name,
+                "level": self.result.level,
+                "threads": threads if threads else self.impl.threads("transformer"),
+                "bytes": nbytes,
+                "gbs": nbytes / timing.best_s / 1e9,
+            }
+            self._record(entry, timing, error, "float32")
         self._set_threads(self.all_threads)
 
 
