@@ -13,8 +13,10 @@
  * memory traffic); one that computes much (exponentials) does better with
  * plain stores, which the core issues among its arithmetic. So each chunk of
  * rows times its first rows streamed and the next as many stored in place
- * (the calling thread's CPU time), and goes on in the faster mode. Results
- * are the same either way. Unbatched inputs ("w[M]") are passed whole,
+ * (the calling thread's CPU time), and goes on in the faster mode; the rows
+ * stored in place are charged the time the streamed rows took to store
+ * their outputs, as their lines are written back to memory only after the
+ * window. Results are the same either way. Unbatched inputs ("w[M]") are passed whole,
  * copied once when not contiguous. Rows are split over threads; each row is
  * computed by one kernel call, so results do not depend on the thread count.
  *
@@ -40,7 +42,7 @@ enum {
     OPF_ROW_GRAIN_ELEMS = 1 << 15, /* elements per chunk at least */
     OPF_ROW_MAX_BLOCKS = 64,       /* accumulators of an unbatched output, at most */
     OPF_ROW_STREAM_MIN_ROW = 1024, /* bytes of a row of an output streamed past the caches, at least */
-    OPF_ROW_PROBE_ROWS = 16        /* rows of a chunk timed to decide whether streaming pays */
+    OPF_ROW_PROBE_ROWS = 32        /* rows of a chunk timed in each mode to decide whether streaming pays */
 };
 /* Outputs this large (all their rows) are streamed past the caches. */
 #define OPF_ROW_STREAM_MIN_BYTES ((int64_t)4 << 20)
@@ -200,7 +202,7 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
     const int64_t probe_end = probing ? begin + 2 * OPF_ROW_PROBE_ROWS : begin;
     int64_t realign_probe_end = probe_end;
     int streaming = job->streaming, realigning = 0;
-    double stream_time = 0, in_place_probe_time = 0, window_start = 0, in_place_time = 0;
+    double stream_time = 0, store_time = 0, in_place_probe_time = 0, window_start = 0, in_place_time = 0;
     for (int64_t r = begin; r < end; r++) {
         int64_t off[2 * OPF_MAX_ARGS];
         int streams = 0, realigned = 0;
@@ -211,7 +213,10 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
             streaming = 0;
         }
         if (r == probe_end && probing) {
-            in_place_probe_time = opf_row_seconds() - window_start;
+            /* Rows stored in place leave their lines to be written back
+             * later, after the window: their time is counted as the time the
+             * streamed rows took to store theirs. */
+            in_place_probe_time = opf_row_seconds() - window_start + store_time;
             streaming = stream_time < in_place_probe_time;
             realign_probe_end = streaming ? probe_end : probe_end + 4 * OPF_ROW_PROBE_ROWS;
             window_start = opf_row_seconds();
@@ -262,7 +267,10 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         }
         if (streams) {
             /* (a fence after the probe's last streamed row too: streaming may stop there) */
+            const int timed = r > begin && r < stream_probe_end;
+            const double t0 = timed ? opf_row_seconds() : 0;
             opf_row_stream_out(job, &call, off, index, r + 1 < end, r + 1 == end || r + 1 == stream_probe_end);
+            store_time += timed ? opf_row_seconds() - t0 : 0;
         }
         for (int32_t k = job->num_in; realigned && k < count; k++) {
             const opf_row_arg *a = &job->args[k];

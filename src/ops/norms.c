@@ -10,8 +10,7 @@
  * Numerics. Everything is computed in the tensor's dtype, as PyTorch does on
  * the CPU for float32 and float64. Row reductions are opf_sum/opf_max/opf_dot:
  * 64 (float) or 32 (double) lanes, so a float row of 4096 elements adds 64
- * terms per lane, then the lanes pairwise. Statistics are two-pass (the mean,
- * then the sum of squares of x - mean, from the row in cache), never the
+ * terms per lane, then the lanes pairwise. Statistics are centred sums (see layer_norm), never the
  * single-pass E[x^2] - E[x]^2. Softmax subtracts the row's maximum.
  *
  * This file is C that also compiles as CUDA C++ (see eltwise.c).
@@ -477,40 +476,54 @@ OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, 
 /* --- layer_norm --------------------------------------------------------------------------------------------------- */
 
 /* y = (x - mean) * rstd * w + b with mean and rstd = 1 / sqrt(var + eps) of
- * the row (var biased: divided by M), by the corrected two-pass algorithm:
- * the mean, then (from the row in cache) the sum c of x - mean, which the
- * mean's rounding leaves, and the sum of squares:
- * var = sum((x - mean)^2) / M - (c / M)^2, mean += c / M (a row of equal
- * values gives y = b exactly). A row of length 0 has mean 0 and rstd NaN (as
+ * the row (var biased: divided by M). The statistics come from one pass over
+ * the row (the one that reads it from memory): the sums s1 of x - K and s2 of
+ * (x - K)^2 around a centre K, the mean of the row's first 64 elements (its
+ * first element when shorter), which is typically close to the row's mean;
+ * then mean = K + s1 / M and var = s2 / M - (s1 / M)^2. That difference
+ * cancels as much as (mean - K)^2 is larger than var, so when it exceeds
+ * 4 var (a row whose first elements are far from the rest) a second pass
+ * recomputes s1 and s2 around the mean just found, from the row in cache:
+ * the corrected two-pass algorithm. Never the uncentred E[x^2] - E[x]^2. A
+ * row of equal values has K exact (64 equal values add exactly pairwise), so
+ * s1 = s2 = 0 and y = b exactly. NaN or inf in the row: NaN statistics, as
+ * in two passes. A row of length 0 has mean 0 and rstd NaN (as
  * torch.native_layer_norm). */
 OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
-    const T mu = n > 0 ? opf_sum(n, x) / (T)n : (T)0;
-    T sc, ss;
-    if (OPF_IS_F64) {
-        norms_c_sums_f64(n, (const double *)x, (double)mu, (double *)&sc, (double *)&ss);
-    } else {
-        norms_c_sums_f32(n, (const float *)x, (float)mu, (float *)&sc, (float *)&ss);
+    T k = n >= 64 ? opf_sum(64, x) / (T)64 : n > 0 ? x[0] : (T)0;
+    T s1, s2, d = 0, var = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (OPF_IS_F64) {
+            norms_c_sums_f64(n, (const double *)x, (double)k, (double *)&s1, (double *)&s2);
+        } else {
+            norms_c_sums_f32(n, (const float *)x, (float)k, (float *)&s1, (float *)&s2);
+        }
+        d = n > 0 ? s1 / (T)n : (T)0;
+        var = n > 0 ? s2 / (T)n - d * d : s2 / (T)n; /* NaN for M = 0 */
+        if (d * d <= 4 * var || n == 0) {
+            break;
+        }
+        k = k + d; /* (NaN or inf: a second pass, NaN throughout as in two passes) */
     }
-    const T c = n > 0 ? sc / (T)n : (T)0;
-    ss = ss / (T)n - c * c;
-    const T r = (T)1 / opf_sqrt(opf_maximum(ss, (T)0) + (T)attrs[0].f); /* NaN stays NaN (M = 0 too) */
-    mean[0] = mu + c;
+    const T mu = k + d;
+    const T r = (T)1 / opf_sqrt(opf_maximum(var, (T)0) + (T)attrs[0].f); /* NaN stays NaN (M = 0 too) */
+    mean[0] = mu;
     rstd[0] = r;
     if (w != NULL && b != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = (((x[i] - mu) - c) * r) * w[i] + b[i];
+            y[i] = ((x[i] - mu) * r) * w[i] + b[i];
         }
     } else if (w != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = (((x[i] - mu) - c) * r) * w[i];
+            y[i] = ((x[i] - mu) * r) * w[i];
         }
     } else if (b != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = ((x[i] - mu) - c) * r + b[i];
+            y[i] = (x[i] - mu) * r + b[i];
         }
     } else {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = ((x[i] - mu) - c) * r;
+            y[i] = (x[i] - mu) * r;
         }
     }
 })
