@@ -16,7 +16,8 @@
  * (the calling thread's CPU time), and goes on in the faster mode; the rows
  * stored in place are charged the time the streamed rows took to store
  * their outputs, as their lines are written back to memory only after the
- * window. Results are the same either way. Unbatched inputs ("w[M]") are passed whole,
+ * window. A kernel that takes longer than its stores goes on in place
+ * (OPF_ROW_STREAM_RATIO). Results are the same either way. Unbatched inputs ("w[M]") are passed whole,
  * copied once when not contiguous. Rows are split over threads; each row is
  * computed by one kernel call, so results do not depend on the thread count.
  *
@@ -44,6 +45,13 @@ enum {
     OPF_ROW_STREAM_MIN_ROW = 1024, /* bytes of a row of an output streamed past the caches, at least */
     OPF_ROW_PROBE_ROWS = 32        /* rows of a chunk timed in each mode to decide whether streaming pays */
 };
+/* Streaming goes on only where the kernel took less than this many times as
+ * long as the streamed stores (measured on AMD Zen 4, one thread: layer_norm,
+ * rms_norm and softmax_grad, whose kernels take 0.5-1.4 times their stores,
+ * are up to 1.5 times faster streamed; log_softmax_grad, 1.4-2.4 times, is
+ * 10-20% faster stored in place, which the windows' times alone do not
+ * always tell). */
+#define OPF_ROW_STREAM_RATIO 1.5
 /* Outputs this large (all their rows) are streamed past the caches. */
 #define OPF_ROW_STREAM_MIN_BYTES ((int64_t)4 << 20)
 /* Bytes of accumulators of the unbatched outputs, at most (fewer blocks then). */
@@ -217,7 +225,11 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
              * later, after the window: their time is counted as the time the
              * streamed rows took to store theirs. */
             in_place_probe_time = opf_row_seconds() - window_start + store_time;
-            streaming = stream_time < in_place_probe_time;
+            /* and only where the kernel took less than OPF_ROW_STREAM_RATIO
+             * times as long as the stores: a kernel that computes much more
+             * hides the rows' write-backs in place among its arithmetic. */
+            streaming =
+                stream_time < in_place_probe_time && stream_time - store_time < OPF_ROW_STREAM_RATIO * store_time;
             realign_probe_end = streaming ? probe_end : probe_end + 4 * OPF_ROW_PROBE_ROWS;
             window_start = opf_row_seconds();
         } else if (r < realign_probe_end && r == probe_end + 2 * OPF_ROW_PROBE_ROWS) {
