@@ -958,9 +958,14 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
                                                       OPF__X86(opf__row_##name##_f64_avx512)),                         \
                                         OPF__CUDA_ROW_FN(name)};
 
-/* Reductions for row kernels, vectorized without reassociation flags: 32
- * (float) or 16 (double) independent partial results, combined in a fixed
- * order, so every ISA build gives the same bits. opf_max propagates NaN. In a
+/* Reductions for row kernels, vectorized without reassociation flags: 64
+ * (float) or 32 (double) independent partial results (element i goes to
+ * partial result i mod 64 (32), the remainder after the last whole group of
+ * 64 (32) to the combined result), combined pairwise in a fixed order, so
+ * every ISA build gives the same bits. That is four independent vector
+ * accumulators on AVX-512 (eight on AVX2): one chain of vector additions
+ * would wait on the adder's latency, and a row read from memory would come
+ * in slower than the memory delivers it. opf_max propagates NaN. In a
  * file compiled by nvcc they are also device functions (__host__ __device__): the
  * CUDA build of a row kernel reduces in the same order, to the same bits. */
 #if defined(__CUDACC__)
@@ -997,6 +1002,7 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
             }                                                                                                          \
         }                                                                                                              \
         /* halves of a constant size each (unrolled everywhere): lanes / 2, ..., 1 */                                  \
+        OPF__REDUCE_HALF(type, lanes, 32, step)                                                                        \
         OPF__REDUCE_HALF(type, lanes, 16, step)                                                                        \
         OPF__REDUCE_HALF(type, lanes, 8, step)                                                                         \
         OPF__REDUCE_HALF(type, lanes, 4, step)                                                                         \
@@ -1009,10 +1015,10 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
         }                                                                                                              \
         return a;                                                                                                      \
     }
-OPF__REDUCE_FN(opf__sum_f32, float, 32, 0.0f, a + v)
-OPF__REDUCE_FN(opf__sum_f64, double, 16, 0.0, a + v)
-OPF__REDUCE_FN(opf__max_f32, float, 32, -__builtin_inff(), (v > a || v != v) ? v : a)
-OPF__REDUCE_FN(opf__max_f64, double, 16, -__builtin_inf(), (v > a || v != v) ? v : a)
+OPF__REDUCE_FN(opf__sum_f32, float, 64, 0.0f, a + v)
+OPF__REDUCE_FN(opf__sum_f64, double, 32, 0.0, a + v)
+OPF__REDUCE_FN(opf__max_f32, float, 64, -__builtin_inff(), (v > a || v != v) ? v : a)
+OPF__REDUCE_FN(opf__max_f64, double, 32, -__builtin_inf(), (v > a || v != v) ? v : a)
 
 /* The dot product: the lanes of opf_sum, each adding the products a[i] * b[i]. */
 #define OPF__DOT_FN(fn, type, lanes)                                                                                   \
@@ -1038,8 +1044,8 @@ OPF__REDUCE_FN(opf__max_f64, double, 16, -__builtin_inf(), (v > a || v != v) ? v
         }                                                                                                              \
         return s;                                                                                                      \
     }
-OPF__DOT_FN(opf__dot_f32, float, 32)
-OPF__DOT_FN(opf__dot_f64, double, 16)
+OPF__DOT_FN(opf__dot_f32, float, 64)
+OPF__DOT_FN(opf__dot_f64, double, 32)
 
 /* Sum and maximum of x[0 .. n): opf_sum(n, x), opf_max(n, x) (-inf when n == 0);
  * the dot product of a[0 .. n) and b[0 .. n): opf_dot(n, a, b) (0 when n == 0). */

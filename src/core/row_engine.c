@@ -12,9 +12,12 @@
  * for a kernel that computes little per element (the row's time is its
  * memory traffic); one that computes much (exponentials) does better with
  * plain stores, which the core issues among its arithmetic. So each chunk of
- * rows times its first rows' kernel calls and stores, and goes on streaming
- * only where the kernel took less time than the stores. Results are the same
- * either way. Unbatched inputs ("w[M]") are passed whole,
+ * rows times its first rows streamed and the next as many stored in place
+ * (the calling thread's CPU time), and goes on in the faster mode; the rows
+ * stored in place are charged the time the streamed rows took to store
+ * their outputs, as their lines are written back to memory only after the
+ * window. A kernel that takes longer than its stores goes on in place
+ * (OPF_ROW_STREAM_RATIO). Results are the same either way. Unbatched inputs ("w[M]") are passed whole,
  * copied once when not contiguous. Rows are split over threads; each row is
  * computed by one kernel call, so results do not depend on the thread count.
  *
@@ -40,8 +43,15 @@ enum {
     OPF_ROW_GRAIN_ELEMS = 1 << 15, /* elements per chunk at least */
     OPF_ROW_MAX_BLOCKS = 64,       /* accumulators of an unbatched output, at most */
     OPF_ROW_STREAM_MIN_ROW = 1024, /* bytes of a row of an output streamed past the caches, at least */
-    OPF_ROW_PROBE_ROWS = 16        /* rows of a chunk timed to decide whether streaming pays */
+    OPF_ROW_PROBE_ROWS = 32        /* rows of a chunk timed in each mode to decide whether streaming pays */
 };
+/* Streaming goes on only where the kernel took less than this many times as
+ * long as the streamed stores (measured on AMD Zen 4, one thread: layer_norm,
+ * rms_norm and softmax_grad, whose kernels take 0.5-1.4 times their stores,
+ * are up to 1.5 times faster streamed; log_softmax_grad, 1.4-2.4 times, is
+ * 10-20% faster stored in place, which the windows' times alone do not
+ * always tell). */
+#define OPF_ROW_STREAM_RATIO 1.5
 /* Outputs this large (all their rows) are streamed past the caches. */
 #define OPF_ROW_STREAM_MIN_BYTES ((int64_t)4 << 20)
 /* Bytes of accumulators of the unbatched outputs, at most (fewer blocks then). */
@@ -102,10 +112,13 @@ static void opf_row_copy(const opf_row_job *job, const opf_row_arg *a, int64_t o
     }
 }
 
-/* A monotonic clock, for the streaming probe. */
+/* The calling thread's CPU time, for the probes: unlike a wall clock it
+ * does not count the time the thread waits for a core shared with other
+ * work, which would make a probe pick the mode it happened to lose less
+ * time in. */
 static double opf_row_seconds(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -186,21 +199,37 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         rem /= job->batch_shape[d];
     }
     opf_row_args call = {.attrs = job->attrs};
-    /* The first rows streamed, timing the kernel and the stores apart; then
-     * streaming goes on only if the kernel took less time than the stores
-     * (see the top of the file). Not streaming, rows that start off a 64-byte
-     * line are then timed stored in place (straddling lines) and computed in
-     * scratch and copied, and the faster goes on. */
+    /* The first rows streamed, the next as many stored in place, each timed
+     * but for its first row (which the other mode prepared: a streamed row's
+     * inputs come in while the previous row is stored); then the faster mode
+     * goes on (see the top of the file). Not streaming, rows that start off
+     * a 64-byte line are then timed stored in place (straddling lines) and
+     * computed in scratch and copied, and the faster goes on. */
     const int probing = job->streaming && end - begin >= 16 * OPF_ROW_PROBE_ROWS;
-    const int64_t probe_end = probing ? begin + OPF_ROW_PROBE_ROWS : begin;
+    const int64_t stream_probe_end = probing ? begin + OPF_ROW_PROBE_ROWS : begin;
+    const int64_t probe_end = probing ? begin + 2 * OPF_ROW_PROBE_ROWS : begin;
     int64_t realign_probe_end = probe_end;
     int streaming = job->streaming, realigning = 0;
-    double kernel_time = 0, store_time = 0, window_start = 0, in_place_time = 0;
+    double stream_time = 0, store_time = 0, in_place_probe_time = 0, window_start = 0, in_place_time = 0;
     for (int64_t r = begin; r < end; r++) {
         int64_t off[2 * OPF_MAX_ARGS];
         int streams = 0, realigned = 0;
+        if (probing && (r == begin + 1 || r == stream_probe_end + 1)) {
+            window_start = opf_row_seconds();
+        } else if (probing && r == stream_probe_end) {
+            stream_time = opf_row_seconds() - window_start;
+            streaming = 0;
+        }
         if (r == probe_end && probing) {
-            streaming = kernel_time < store_time;
+            /* Rows stored in place leave their lines to be written back
+             * later, after the window: their time is counted as the time the
+             * streamed rows took to store theirs. */
+            in_place_probe_time = opf_row_seconds() - window_start + store_time;
+            /* and only where the kernel took less than OPF_ROW_STREAM_RATIO
+             * times as long as the stores: a kernel that computes much more
+             * hides the rows' write-backs in place among its arithmetic. */
+            streaming =
+                stream_time < in_place_probe_time && stream_time - store_time < OPF_ROW_STREAM_RATIO * store_time;
             realign_probe_end = streaming ? probe_end : probe_end + 4 * OPF_ROW_PROBE_ROWS;
             window_start = opf_row_seconds();
         } else if (r < realign_probe_end && r == probe_end + 2 * OPF_ROW_PROBE_ROWS) {
@@ -211,7 +240,6 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         } else if (r == realign_probe_end && realign_probe_end > probe_end) {
             realigning = opf_row_seconds() - window_start < in_place_time;
         }
-        const int timed = r < probe_end;
         for (int32_t k = 0; k < count; k++) {
             const opf_row_arg *a = &job->args[k];
             void *ptr = NULL;
@@ -245,19 +273,16 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
                 call.out_len[k - job->num_in] = a->len;
             }
         }
-        const double t0 = timed ? opf_row_seconds() : 0;
         job->fn(&call);
-        const double t1 = timed ? opf_row_seconds() : 0;
         for (int32_t d = job->batch_rank - 1; d >= 0 && ++index[d] == job->batch_shape[d]; d--) {
             index[d] = 0;
         }
         if (streams) {
             /* (a fence after the probe's last streamed row too: streaming may stop there) */
-            opf_row_stream_out(job, &call, off, index, r + 1 < end, r + 1 == end || r + 1 == probe_end);
-        }
-        if (timed) {
-            kernel_time += t1 - t0;
-            store_time += opf_row_seconds() - t1;
+            const int timed = r > begin && r < stream_probe_end;
+            const double t0 = timed ? opf_row_seconds() : 0;
+            opf_row_stream_out(job, &call, off, index, r + 1 < end, r + 1 == end || r + 1 == stream_probe_end);
+            store_time += timed ? opf_row_seconds() - t0 : 0;
         }
         for (int32_t k = job->num_in; realigned && k < count; k++) {
             const opf_row_arg *a = &job->args[k];

@@ -9,9 +9,8 @@
  *
  * Numerics. Everything is computed in the tensor's dtype, as PyTorch does on
  * the CPU for float32 and float64. Row reductions are opf_sum/opf_max/opf_dot:
- * 32 (float) or 16 (double) lanes, so a float row of 4096 elements adds 128
- * terms per lane, then the lanes pairwise. Statistics are two-pass (the mean,
- * then the sum of squares of x - mean, from the row in cache), never the
+ * 64 (float) or 32 (double) lanes, so a float row of 4096 elements adds 64
+ * terms per lane, then the lanes pairwise. Statistics are centred sums (see layer_norm), never the
  * single-pass E[x^2] - E[x]^2. Softmax subtracts the row's maximum.
  *
  * This file is C that also compiles as CUDA C++ (see eltwise.c).
@@ -97,16 +96,66 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
         }                                                                                                              \
         return r;                                                                                                      \
     }
-NORMS_MAX_FN(norms_max_f32, float, 32)
-NORMS_MAX_FN(norms_max_f64, double, 16)
+NORMS_MAX_FN(norms_max_f32, float, 64)
+NORMS_MAX_FN(norms_max_f64, double, 32)
 #define NORMS_MAX(n, x)                                                                                                \
     (OPF_IS_F64 ? (T)norms_max_f64((n), (const double *)(x)) : (T)norms_max_f32((n), (const float *)(x)))
 
-enum { NORMS_LANES = 16 }; /* partial sums of the exponentials */
+enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vectors of floats) */
+
+/* The sum of e = exp(x[i] - s) over x[0 .. n), e stored to y[i] when y is
+ * not NULL: NORMS_LANES partial sums, added pairwise. A function of its own,
+ * so that the partial sums stay in vector registers (two AVX-512 ones for
+ * float): a loop carrying them in memory waits on a store-to-load round trip
+ * per vector of exponentials. */
+#define NORMS_EXP_SUM_FN(fn, type)                                                                                     \
+    OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type *y) {                                                 \
+        typedef type T;                                                                                                \
+        T acc[NORMS_LANES];                                                                                            \
+        for (int j = 0; j < NORMS_LANES; j++) {                                                                        \
+            acc[j] = 0;                                                                                                \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        if (y != NULL) {                                                                                               \
+            for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
+                OPF_SIMD_LOOP                                                                                          \
+                for (int j = 0; j < NORMS_LANES; j++) {                                                                \
+                    const T e = NORMS_EXP(x[i + j] - s);                                                               \
+                    y[i + j] = e;                                                                                      \
+                    acc[j] = acc[j] + e;                                                                               \
+                }                                                                                                      \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
+                for (int j = 0; j < NORMS_LANES; j++) {                                                                \
+                    acc[j] = acc[j] + NORMS_EXP(x[i + j] - s);                                                         \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int h = NORMS_LANES / 2; h > 0; h /= 2) {                                                                 \
+            for (int j = 0; j < h; j++) {                                                                              \
+                acc[j] = acc[j] + acc[j + h];                                                                          \
+            }                                                                                                          \
+        }                                                                                                              \
+        T t = acc[0];                                                                                                  \
+        for (; i < n; i++) {                                                                                           \
+            const T e = NORMS_EXP(x[i] - s);                                                                           \
+            if (y != NULL) {                                                                                           \
+                y[i] = e;                                                                                              \
+            }                                                                                                          \
+            t = t + e;                                                                                                 \
+        }                                                                                                              \
+        return t;                                                                                                      \
+    }
+NORMS_EXP_SUM_FN(norms_exp_sum_f32, float)
+NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
+#define NORMS_EXP_SUM(n, x, s, y)                                                                                      \
+    (OPF_IS_F64 ? (T)norms_exp_sum_f64((n), (const double *)(x), (double)(s), (double *)(y))                           \
+                : (T)norms_exp_sum_f32((n), (const float *)(x), (float)(s), (float *)(y)))
 
 /* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
  * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c)
- * (when `store`), and the chunk's sum, in 16 partial sums added pairwise (no pass of its own).
+ * (when `store`), and the chunk's sum (NORMS_EXP_SUM: no pass of its own).
  * The row is read from memory once, a chunk at a time. Leaves the chunks'
  * shifts, sums and the row's maximum m (NaN ignored). */
 #define NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, store)                                                      \
@@ -116,36 +165,7 @@ enum { NORMS_LANES = 16 }; /* partial sums of the exponentials */
         (m) = c_ > (m) ? c_ : (m);                                                                                     \
         const T s_ = c_ == -(T)__builtin_inf() ? (T)0 : c_;                                                            \
         (shift)[k_] = s_;                                                                                              \
-        T acc_[NORMS_LANES];                                                                                           \
-        for (int j_ = 0; j_ < NORMS_LANES; j_++) {                                                                     \
-            acc_[j_] = 0;                                                                                              \
-        }                                                                                                              \
-        const T *const xc_ = (x) + at_;                                                                                \
-        T *const yc_ = (y) + at_;                                                                                      \
-        int64_t i_ = 0;                                                                                                \
-        for (; i_ + NORMS_LANES <= len_; i_ += NORMS_LANES) {                                                          \
-            for (int j_ = 0; j_ < NORMS_LANES; j_++) {                                                                 \
-                const T e_ = NORMS_EXP(xc_[i_ + j_] - s_);                                                             \
-                if (store) {                                                                                           \
-                    yc_[i_ + j_] = e_;                                                                                 \
-                }                                                                                                      \
-                acc_[j_] = acc_[j_] + e_;                                                                              \
-            }                                                                                                          \
-        }                                                                                                              \
-        for (int h_ = NORMS_LANES / 2; h_ > 0; h_ /= 2) {                                                              \
-            for (int j_ = 0; j_ < h_; j_++) {                                                                          \
-                acc_[j_] = acc_[j_] + acc_[j_ + h_];                                                                   \
-            }                                                                                                          \
-        }                                                                                                              \
-        T t_ = acc_[0];                                                                                                \
-        for (; i_ < len_; i_++) {                                                                                      \
-            const T e_ = NORMS_EXP(xc_[i_] - s_);                                                                      \
-            if (store) {                                                                                               \
-                yc_[i_] = e_;                                                                                          \
-            }                                                                                                          \
-            t_ = t_ + e_;                                                                                              \
-        }                                                                                                              \
-        (sum)[k_] = t_;                                                                                                \
+        (sum)[k_] = NORMS_EXP_SUM(len_, (x) + at_, s_, (store) ? (y) + at_ : NULL);                                    \
     }
 
 /* Chunks of at least 1024 elements, at most NORMS_CHUNKS of them. */
@@ -251,7 +271,7 @@ OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, y, dy), (gdy, gy), {
 /* --- rms_norm ----------------------------------------------------------------------------------------------------- */
 
 /* sum(g) and sum(g (x - mu)) with g = dy w, in one pass: the lanes of
- * opf_sum (32 floats, 16 doubles), each adding its elements' terms, then
+ * opf_sum (64 floats, 32 doubles), each adding its elements' terms, then
  * added pairwise. */
 #define NORMS_G_SUMS_FN(fn, type, lanes)                                                                               \
     OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx) {     \
@@ -283,8 +303,8 @@ OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, y, dy), (gdy, gy), {
         *sg = sa;                                                                                                      \
         *sgx = sb;                                                                                                     \
     }
-NORMS_G_SUMS_FN(norms_g_sums_f32, float, 32)
-NORMS_G_SUMS_FN(norms_g_sums_f64, double, 16)
+NORMS_G_SUMS_FN(norms_g_sums_f32, float, 64)
+NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
 
 /* sum(x - mu) and sum((x - mu)^2) in one pass, the lanes of opf_sum. */
 #define NORMS_C_SUMS_FN(fn, type, lanes)                                                                               \
@@ -317,8 +337,8 @@ NORMS_G_SUMS_FN(norms_g_sums_f64, double, 16)
         *s1 = sa;                                                                                                      \
         *s2 = sb;                                                                                                      \
     }
-NORMS_C_SUMS_FN(norms_c_sums_f32, float, 32)
-NORMS_C_SUMS_FN(norms_c_sums_f64, double, 16)
+NORMS_C_SUMS_FN(norms_c_sums_f32, float, 64)
+NORMS_C_SUMS_FN(norms_c_sums_f64, double, 32)
 
 /* y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps); a row of length 0
  * has rstd NaN (as torch's _fused_rms_norm). */
@@ -456,40 +476,54 @@ OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, 
 /* --- layer_norm --------------------------------------------------------------------------------------------------- */
 
 /* y = (x - mean) * rstd * w + b with mean and rstd = 1 / sqrt(var + eps) of
- * the row (var biased: divided by M), by the corrected two-pass algorithm:
- * the mean, then (from the row in cache) the sum c of x - mean, which the
- * mean's rounding leaves, and the sum of squares:
- * var = sum((x - mean)^2) / M - (c / M)^2, mean += c / M (a row of equal
- * values gives y = b exactly). A row of length 0 has mean 0 and rstd NaN (as
+ * the row (var biased: divided by M). The statistics come from one pass over
+ * the row (the one that reads it from memory): the sums s1 of x - K and s2 of
+ * (x - K)^2 around a centre K, the mean of the row's first 64 elements (its
+ * first element when shorter), which is typically close to the row's mean;
+ * then mean = K + s1 / M and var = s2 / M - (s1 / M)^2. That difference
+ * cancels as much as (mean - K)^2 is larger than var, so when it exceeds
+ * 4 var (a row whose first elements are far from the rest) a second pass
+ * recomputes s1 and s2 around the mean just found, from the row in cache:
+ * the corrected two-pass algorithm. Never the uncentred E[x^2] - E[x]^2. A
+ * row of equal values has K exact (64 equal values add exactly pairwise), so
+ * s1 = s2 = 0 and y = b exactly. NaN or inf in the row: NaN statistics, as
+ * in two passes. A row of length 0 has mean 0 and rstd NaN (as
  * torch.native_layer_norm). */
 OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
-    const T mu = n > 0 ? opf_sum(n, x) / (T)n : (T)0;
-    T sc, ss;
-    if (OPF_IS_F64) {
-        norms_c_sums_f64(n, (const double *)x, (double)mu, (double *)&sc, (double *)&ss);
-    } else {
-        norms_c_sums_f32(n, (const float *)x, (float)mu, (float *)&sc, (float *)&ss);
+    T k = n >= 64 ? opf_sum(64, x) / (T)64 : n > 0 ? x[0] : (T)0;
+    T s1, s2, d = 0, var = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (OPF_IS_F64) {
+            norms_c_sums_f64(n, (const double *)x, (double)k, (double *)&s1, (double *)&s2);
+        } else {
+            norms_c_sums_f32(n, (const float *)x, (float)k, (float *)&s1, (float *)&s2);
+        }
+        d = n > 0 ? s1 / (T)n : (T)0;
+        var = n > 0 ? s2 / (T)n - d * d : s2 / (T)n; /* NaN for M = 0 */
+        if (d * d <= 4 * var || n == 0) {
+            break;
+        }
+        k = k + d; /* (NaN or inf: a second pass, NaN throughout as in two passes) */
     }
-    const T c = n > 0 ? sc / (T)n : (T)0;
-    ss = ss / (T)n - c * c;
-    const T r = (T)1 / opf_sqrt(opf_maximum(ss, (T)0) + (T)attrs[0].f); /* NaN stays NaN (M = 0 too) */
-    mean[0] = mu + c;
+    const T mu = k + d;
+    const T r = (T)1 / opf_sqrt(opf_maximum(var, (T)0) + (T)attrs[0].f); /* NaN stays NaN (M = 0 too) */
+    mean[0] = mu;
     rstd[0] = r;
     if (w != NULL && b != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = (((x[i] - mu) - c) * r) * w[i] + b[i];
+            y[i] = ((x[i] - mu) * r) * w[i] + b[i];
         }
     } else if (w != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = (((x[i] - mu) - c) * r) * w[i];
+            y[i] = ((x[i] - mu) * r) * w[i];
         }
     } else if (b != NULL) {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = ((x[i] - mu) - c) * r + b[i];
+            y[i] = (x[i] - mu) * r + b[i];
         }
     } else {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = ((x[i] - mu) - c) * r;
+            y[i] = (x[i] - mu) * r;
         }
     }
 })

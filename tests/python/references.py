@@ -207,17 +207,20 @@ def ref_log_softmax_grad(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
 def ref_layer_norm(
     x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, eps: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(y, mean, rstd); the biased variance, as torch.nn.functional.layer_norm."""
-    x = x.astype(np.float64)
-    mean = x.mean(-1) if x.shape[-1] else np.zeros(x.shape[:-1])
+    """(y, mean, rstd); the biased variance, as torch.nn.functional.layer_norm.
+    Computed in long double (where NumPy has one wider than double): x - mean
+    of a row of equal values is then 0 to well below a float64 ulp, as it is
+    exactly, not float64's rounding of the mean times rstd."""
+    x = x.astype(np.longdouble)
+    mean = x.mean(-1) if x.shape[-1] else np.zeros(x.shape[:-1], np.longdouble)
     with np.errstate(invalid="ignore", divide="ignore"):
         rstd = 1.0 / np.sqrt(((x - mean[..., None]) ** 2).mean(-1) + eps) if x.shape[-1] else np.full(x.shape[:-1], np.nan)
     y = (x - mean[..., None]) * rstd[..., None]
     if w is not None:
-        y = y * w.astype(np.float64)
+        y = y * w.astype(np.longdouble)
     if b is not None:
-        y = y + b.astype(np.float64)
-    return y, mean, rstd
+        y = y + b.astype(np.longdouble)
+    return y.astype(np.float64), mean.astype(np.float64), rstd.astype(np.float64)
 
 
 def ref_layer_norm_grad(
