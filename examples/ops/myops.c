@@ -7,7 +7,7 @@
 #include <opforge.h>
 
 /* softplus(x) = log(1 + e^x), stable for large |x|; its derivative is sigmoid(x). */
-OPF_ELTWISE_KERNEL(softplus, (x), (y), y = (x > 0 ? x : 0) + opf_log1p(opf_exp(-opf_fabs(x)));)
+OPF_ELTWISE_KERNEL(softplus, (x), (y), y = opf_softplus(x);)
 OPF_ELTWISE_KERNEL(softplus_grad, (dy, x), (dx), dx = dy * opf_sigmoid(x);)
 
 /* The tutorials' MyOp: x times a factor. */
