@@ -901,12 +901,12 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
 #endif
 
 #define OPF_ELTWISE_KERNEL(name, ins, outs, ...)                                                                       \
-    OPF__EW_FN(opf__ew_##name##_f32, float, , 0, ins, outs, __VA_ARGS__)                                                  \
-    OPF__EW_FN(opf__ew_##name##_f64, double, , 0, ins, outs, __VA_ARGS__)                                                 \
-    OPF__X86(OPF__EW_FN(opf__ew_##name##_f32_avx2, float, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__)                    \
-                 OPF__EW_FN(opf__ew_##name##_f64_avx2, double, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__)               \
-                     OPF__EW_FN(opf__ew_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)        \
-                         OPF__EW_FN(opf__ew_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__))  \
+    OPF__EW_FN(opf__ew_##name##_f32, float, , 0, ins, outs, __VA_ARGS__)                                               \
+    OPF__EW_FN(opf__ew_##name##_f64, double, , 0, ins, outs, __VA_ARGS__)                                              \
+    OPF__X86(OPF__EW_FN(opf__ew_##name##_f32_avx2, float, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__) OPF__EW_FN(     \
+        opf__ew_##name##_f64_avx2, double, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__)                                \
+                 OPF__EW_FN(opf__ew_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)         \
+                     OPF__EW_FN(opf__ew_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__))   \
     OPF__CUDA_EW(name, ins, outs, __VA_ARGS__)                                                                         \
     static const opf_eltwise_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                             \
                                             OPF__VARIANTS(opf__ew_##name##_f32, OPF__X86(opf__ew_##name##_f32_avx2),   \
@@ -947,12 +947,12 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
 #endif
 
 #define OPF_ROW_KERNEL(name, ins, outs, ...)                                                                           \
-    OPF__ROW_FN(opf__row_##name##_f32, float, , 0, ins, outs, __VA_ARGS__)                                                \
-    OPF__ROW_FN(opf__row_##name##_f64, double, , 0, ins, outs, __VA_ARGS__)                                               \
-    OPF__X86(OPF__ROW_FN(opf__row_##name##_f32_avx2, float, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__) OPF__ROW_FN(     \
-        opf__row_##name##_f64_avx2, double, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__)                                  \
-                 OPF__ROW_FN(opf__row_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)          \
-                     OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__))    \
+    OPF__ROW_FN(opf__row_##name##_f32, float, , 0, ins, outs, __VA_ARGS__)                                             \
+    OPF__ROW_FN(opf__row_##name##_f64, double, , 0, ins, outs, __VA_ARGS__)                                            \
+    OPF__X86(OPF__ROW_FN(opf__row_##name##_f32_avx2, float, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__) OPF__ROW_FN(  \
+        opf__row_##name##_f64_avx2, double, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__)                               \
+                 OPF__ROW_FN(opf__row_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)       \
+                     OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)) \
     OPF__CUDA_ROW(name, ins, outs, __VA_ARGS__)                                                                        \
     static const opf_row_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                                 \
                                         OPF__VARIANTS(opf__row_##name##_f32, OPF__X86(opf__row_##name##_f32_avx2),     \

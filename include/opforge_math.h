@@ -141,7 +141,7 @@ enum { opf_math_fma_ok = 0 };
 #endif
 #if defined(__GNUC__)
 #define OPF_MATH_USE_FMA                                                                                               \
-    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"") enum { opf_math_fma_ok = 1 };    \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"") enum { opf_math_fma_ok = 1 };        \
     _Pragma("GCC diagnostic pop")
 #else
 #define OPF_MATH_USE_FMA enum { opf_math_fma_ok = 1 };
@@ -268,7 +268,7 @@ OPF_MATH_FN float opf_math_expm1_poly_f32(float r, float r2, int fused) {
 
 /* n (as a float) and r = x - n ln2; t holds n in its low bits. */
 #define OPF_MATH_REDUCE_F32(x, t, n, r)                                                                                \
-    float t = OPF_MATH_FMAF((x), OPF_MATH_LOG2E_F32, OPF_MATH_SHIFTER_F32);                                             \
+    float t = OPF_MATH_FMAF((x), OPF_MATH_LOG2E_F32, OPF_MATH_SHIFTER_F32);                                            \
     float n = t - OPF_MATH_SHIFTER_F32;                                                                                \
     float r = OPF_MATH_FMAF(n, -OPF_MATH_LN2_HI_F32, (x));                                                             \
     r = OPF_MATH_FMAF(n, -OPF_MATH_LN2_LO_F32, r)
@@ -328,7 +328,7 @@ OPF_MATH_FN double opf_math_expm1_poly_f64(double r, double r2, int fused) {
 }
 
 #define OPF_MATH_REDUCE_F64(x, t, n, r)                                                                                \
-    double t = OPF_MATH_FMAD((x), OPF_MATH_LOG2E_F64, OPF_MATH_SHIFTER_F64);                                            \
+    double t = OPF_MATH_FMAD((x), OPF_MATH_LOG2E_F64, OPF_MATH_SHIFTER_F64);                                           \
     double n = t - OPF_MATH_SHIFTER_F64;                                                                               \
     double r = OPF_MATH_FMAD(n, -OPF_MATH_LN2_HI_F64, (x));                                                            \
     r = OPF_MATH_FMAD(n, -OPF_MATH_LN2_LO_F64, r)
@@ -663,7 +663,7 @@ OPF_MATH_FN double opf_math_softplus_f64(double x, int fused) {
 
 #ifdef __cplusplus
 #define OPF_MATH_OVERLOAD_FMA(name)                                                                                    \
-    OPF_MATH_FN float opf_math_##name(float x, int fused) { return opf_math_##name##_f32(x, fused); }                      \
+    OPF_MATH_FN float opf_math_##name(float x, int fused) { return opf_math_##name##_f32(x, fused); }                  \
     OPF_MATH_FN double opf_math_##name(double x, int fused) { return opf_math_##name##_f64(x, fused); }
 #define OPF_MATH_OVERLOAD1(name)                                                                                       \
     OPF_MATH_FN float opf_##name(float x) { return opf_##name##_f32(x); }                                              \

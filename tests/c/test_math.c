@@ -57,11 +57,8 @@ static const char *const variant_name[V_COUNT] = {"scalar", "auto", "avx2", "avx
 
 #if HAVE_X86_VARIANTS
 #define X86_LOOPS(fn, T)                                                                                               \
-    TARGET_AVX2 static void fn##_avx2(const T *restrict x, T *restrict y) {                                            \
-        OPF_MATH_USE_FMA                                                                                               \
-        LOOP(fn, T)                                                                                                    \
-    }                                                                                                                  \
-    TARGET_AVX512 static void fn##_avx512(const T *restrict x, T *restrict y) {                                        \
+    TARGET_AVX2 static void fn##_avx2(const T *restrict x, T *restrict y){                                             \
+        OPF_MATH_USE_FMA LOOP(fn, T)} TARGET_AVX512 static void fn##_avx512(const T *restrict x, T *restrict y) {      \
         OPF_MATH_USE_FMA                                                                                               \
         LOOP(fn, T)                                                                                                    \
     }
@@ -672,8 +669,7 @@ TEST(test_special_values) {
     const double dinf = INFINITY, dnan = NAN;
     const math_case_f64 *de = find_f64("exp_f64"), *dem1 = find_f64("expm1_f64"), *dl = find_f64("log_f64"),
                         *dl1p = find_f64("log1p_f64"), *dth = find_f64("tanh_f64"), *der = find_f64("erf_f64"),
-                        *dsg = find_f64("sigmoid_f64"), *dsq = find_f64("sqrt_f64"),
-                        *dsp = find_f64("softplus_f64");
+                        *dsg = find_f64("sigmoid_f64"), *dsq = find_f64("sqrt_f64"), *dsp = find_f64("softplus_f64");
     exact_f64(de, 0.0, 1.0);
     exact_f64(de, -0.0, 1.0);
     exact_f64(de, dinf, dinf);
