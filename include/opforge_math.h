@@ -599,12 +599,13 @@ OPF_MATH_FN double opf_math_sigmoid_f64(double x, int fused) {
 /* ------------------------------------------------------------------------ */
 
 /* softplus(x) = log(1 + e^x) = max(x, 0) + log1p(z), z = e^-|x| in (0, 1].
- * Float: z = 2^n e^r as in opf_exp_f32, then log1p(z) = z Q(z), Q a minimax polynomial of degree
- * 9 for log1p(z) / z on [0, 1] (relative error 2^-26.7, scripts/math_fit.py
- * softplus_f32), and 2^n applied last, so that the result for a large
- * negative x is e^x rounded once (subnormal or 0). About a third of the
- * operations of max(x, 0) + opf_log1p(opf_exp(-|x|)) (no division, no
- * exponent extraction). softplus(+inf) = +inf, softplus(-inf) = +0.
+ * Float: z = 2^n e^r as in opf_exp_f32 (2^n applied as 2^(n + 64) 2^-64, so
+ * that a z below 2^-126 is rounded once), then log1p(z) = z + z^2 Q1(z), Q1 a
+ * minimax polynomial of degree 8 (log1p(z) / z = 1 + z Q1(z) on [0, 1],
+ * relative error 2^-26.7: scripts/math_fit.py softplus_f32): no division, no
+ * exponent extraction, about 40% of the time of
+ * max(x, 0) + opf_log1p(opf_exp(-|x|)). A large negative x gives e^x
+ * (subnormal or 0); softplus(+inf) = +inf, softplus(-inf) = +0, NaN: NaN.
  * Double: that composite. */
 OPF_MATH_FN float opf_math_softplus_f32(float x, int fused) {
     float a = opf_fabs_f32(x);
