@@ -469,7 +469,9 @@ OPF_ELTWISE_KERNEL(sigmoid_grad_grad, (ddx, dy, y), (ddy, dy_y), ddy = ddx * (y 
                    dy_y = (ddx * dy) * ((T)1 - (T)2 * y);)
 
 /* (tanh_op: `tanh` is also the C library's function) */
-OPF_ELTWISE_KERNEL(tanh_op, (x), (y), y = OPF_IS_F64 ? (T)opf_tanh_f64((double)x) : (T)act_tanh_f32((float)x);)
+/* (double: opf_tanh_f64 with its a*b + c always fused, as the helpers above,
+ * so that every CPU build and the CUDA build give the same bits) */
+OPF_ELTWISE_KERNEL(tanh_op, (x), (y), y = OPF_IS_F64 ? (T)opf_math_tanh_f64((double)x, 1) : (T)act_tanh_f32((float)x);)
 /* tanh' = 1 - y² = (1 - y)(1 + y), exact near |y| = 1 */
 OPF_ELTWISE_KERNEL(tanh_grad, (dy, y), (dx), dx = dy * (((T)1 - y) * ((T)1 + y));)
 OPF_ELTWISE_KERNEL(tanh_grad_grad, (ddx, dy, y), (ddy, dy_y), ddy = ddx * (((T)1 - y) * ((T)1 + y));
