@@ -32,18 +32,20 @@ enum { N = 16 * 1024 };
 typedef void (*loop_f32)(long n, const float *restrict x, float *restrict y);
 typedef void (*loop_f64)(long n, const double *restrict x, double *restrict y);
 
-#define LOOP(name, attr, T, expr)                                                                                      \
+#define LOOP(name, attr, scope, T, expr)                                                                               \
     attr static void name(long n, const T *restrict x, T *restrict y) {                                                \
-        _Pragma("GCC ivdep") for (long i = 0; i < n; i++) { y[i] = expr; }                                             \
+        scope _Pragma("GCC ivdep") for (long i = 0; i < n; i++) { y[i] = expr; }                                       \
     }
 
 static float libm_sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
 static double libm_sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
+static float libm_softplusf(float v) { return (v < 0 ? 0.0f : v) + log1pf(expf(-fabsf(v))); }
+static double libm_softplus(double v) { return (v < 0 ? 0.0 : v) + log1p(exp(-fabs(v))); }
 
 #if HAVE_X86
 #define X86_VARIANTS(fn, T)                                                                                            \
-    LOOP(fn##_avx2, TARGET_AVX2, T, fn(x[i]))                                                                          \
-    LOOP(fn##_avx512, TARGET_AVX512, T, fn(x[i]))
+    LOOP(fn##_avx2, TARGET_AVX2, OPF_MATH_USE_FMA, T, fn(x[i]))                                                        \
+    LOOP(fn##_avx512, TARGET_AVX512, OPF_MATH_USE_FMA, T, fn(x[i]))
 #define X86_PTRS(fn) fn##_avx2, fn##_avx512
 #else
 #define X86_VARIANTS(fn, T)
@@ -51,8 +53,8 @@ static double libm_sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
 #endif
 
 #define VARIANTS(fn, libm, T)                                                                                          \
-    LOOP(fn##_libm, , T, libm(x[i]))                                                                                   \
-    LOOP(fn##_base, , T, fn(x[i]))                                                                                     \
+    LOOP(fn##_libm, , , T, libm(x[i]))                                                                                 \
+    LOOP(fn##_base, , , T, fn(x[i]))                                                                                   \
     X86_VARIANTS(fn, T)
 
 VARIANTS(opf_exp_f32, expf, float)
@@ -62,6 +64,7 @@ VARIANTS(opf_log1p_f32, log1pf, float)
 VARIANTS(opf_tanh_f32, tanhf, float)
 VARIANTS(opf_erf_f32, erff, float)
 VARIANTS(opf_sigmoid_f32, libm_sigmoidf, float)
+VARIANTS(opf_softplus_f32, libm_softplusf, float)
 VARIANTS(opf_exp_f64, exp, double)
 VARIANTS(opf_expm1_f64, expm1, double)
 VARIANTS(opf_log_f64, log, double)
@@ -69,6 +72,7 @@ VARIANTS(opf_log1p_f64, log1p, double)
 VARIANTS(opf_tanh_f64, tanh, double)
 VARIANTS(opf_erf_f64, erf, double)
 VARIANTS(opf_sigmoid_f64, libm_sigmoid, double)
+VARIANTS(opf_softplus_f64, libm_softplus, double)
 
 typedef struct bench_f32 {
     const char *name;
@@ -88,13 +92,13 @@ static const bench_f32 benches_f32[] = {
     {"exp", PTRS(opf_exp_f32), -20.0f, 20.0f},         {"expm1", PTRS(opf_expm1_f32), -5.0f, 5.0f},
     {"log", PTRS(opf_log_f32), 0.001f, 1000.0f},       {"log1p", PTRS(opf_log1p_f32), -0.9f, 10.0f},
     {"tanh", PTRS(opf_tanh_f32), -5.0f, 5.0f},         {"erf", PTRS(opf_erf_f32), -3.0f, 3.0f},
-    {"sigmoid", PTRS(opf_sigmoid_f32), -10.0f, 10.0f},
+    {"sigmoid", PTRS(opf_sigmoid_f32), -10.0f, 10.0f}, {"softplus", PTRS(opf_softplus_f32), -10.0f, 10.0f},
 };
 static const bench_f64 benches_f64[] = {
     {"exp", PTRS(opf_exp_f64), -20.0, 20.0},         {"expm1", PTRS(opf_expm1_f64), -5.0, 5.0},
     {"log", PTRS(opf_log_f64), 0.001, 1000.0},       {"log1p", PTRS(opf_log1p_f64), -0.9, 10.0},
     {"tanh", PTRS(opf_tanh_f64), -5.0, 5.0},         {"erf", PTRS(opf_erf_f64), -3.0, 3.0},
-    {"sigmoid", PTRS(opf_sigmoid_f64), -10.0, 10.0},
+    {"sigmoid", PTRS(opf_sigmoid_f64), -10.0, 10.0}, {"softplus", PTRS(opf_softplus_f64), -10.0, 10.0},
 };
 
 static double now(void) {

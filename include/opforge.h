@@ -834,7 +834,10 @@ opf_error(opf_status status, const char *fmt, ...);
 #endif
 
 /* Per-ISA builds: the target attributes of the AVX2 and AVX-512 variants
- * (nvcc passes them to the host compiler). */
+ * (nvcc passes them to the host compiler). Both have FMA: their bodies say so
+ * to opforge_math.h (OPF_MATH_USE_FMA), whose functions then fuse a*b + c. */
+#define OPF__FMA_SCOPE_0
+#define OPF__FMA_SCOPE_1 OPF_MATH_USE_FMA
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OPF__TARGET_AVX2 __attribute__((target("avx2,fma")))
 #define OPF__TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
@@ -871,10 +874,10 @@ opf_error(opf_status status, const char *fmt, ...);
 
 enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of every vector length */
 
-#define OPF__EW_FN(fn, type, target, ins, outs, ...)                                                                   \
+#define OPF__EW_FN(fn, type, target, fma, ins, outs, ...)                                                              \
     target static void fn(int64_t opf__n, const void *const *opf__in, void *const *opf__out,                           \
                           const opf_attr_value *opf__attrs) {                                                          \
-        typedef type T;                                                                                                \
+        OPF__FMA_SCOPE_##fma typedef type T;                                                                           \
         opf_attr_value attrs[OPF_MAX_ATTRS];                                                                           \
         for (int opf__k = 0; opf__k < OPF_MAX_ATTRS; opf__k++) {                                                       \
             attrs[opf__k] = opf__attrs[opf__k];                                                                        \
@@ -898,12 +901,12 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
 #endif
 
 #define OPF_ELTWISE_KERNEL(name, ins, outs, ...)                                                                       \
-    OPF__EW_FN(opf__ew_##name##_f32, float, , ins, outs, __VA_ARGS__)                                                  \
-    OPF__EW_FN(opf__ew_##name##_f64, double, , ins, outs, __VA_ARGS__)                                                 \
-    OPF__X86(OPF__EW_FN(opf__ew_##name##_f32_avx2, float, OPF__TARGET_AVX2, ins, outs, __VA_ARGS__)                    \
-                 OPF__EW_FN(opf__ew_##name##_f64_avx2, double, OPF__TARGET_AVX2, ins, outs, __VA_ARGS__)               \
-                     OPF__EW_FN(opf__ew_##name##_f32_avx512, float, OPF__TARGET_AVX512, ins, outs, __VA_ARGS__)        \
-                         OPF__EW_FN(opf__ew_##name##_f64_avx512, double, OPF__TARGET_AVX512, ins, outs, __VA_ARGS__))  \
+    OPF__EW_FN(opf__ew_##name##_f32, float, , 0, ins, outs, __VA_ARGS__)                                               \
+    OPF__EW_FN(opf__ew_##name##_f64, double, , 0, ins, outs, __VA_ARGS__)                                              \
+    OPF__X86(OPF__EW_FN(opf__ew_##name##_f32_avx2, float, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__) OPF__EW_FN(     \
+        opf__ew_##name##_f64_avx2, double, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__)                                \
+                 OPF__EW_FN(opf__ew_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)         \
+                     OPF__EW_FN(opf__ew_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__))   \
     OPF__CUDA_EW(name, ins, outs, __VA_ARGS__)                                                                         \
     static const opf_eltwise_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                             \
                                             OPF__VARIANTS(opf__ew_##name##_f32, OPF__X86(opf__ew_##name##_f32_avx2),   \
@@ -923,9 +926,9 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
     (void)y;                                                                                                           \
     (void)n_##y;
 
-#define OPF__ROW_FN(fn, type, target, ins, outs, ...)                                                                  \
+#define OPF__ROW_FN(fn, type, target, fma, ins, outs, ...)                                                             \
     target static void fn(const opf_row_args *opf__args) {                                                             \
-        typedef type T;                                                                                                \
+        OPF__FMA_SCOPE_##fma typedef type T;                                                                           \
         const opf_attr_value *const attrs = opf__args->attrs;                                                          \
         const int64_t n = opf__args->in_len[0];                                                                        \
         (void)attrs;                                                                                                   \
@@ -944,12 +947,12 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
 #endif
 
 #define OPF_ROW_KERNEL(name, ins, outs, ...)                                                                           \
-    OPF__ROW_FN(opf__row_##name##_f32, float, , ins, outs, __VA_ARGS__)                                                \
-    OPF__ROW_FN(opf__row_##name##_f64, double, , ins, outs, __VA_ARGS__)                                               \
-    OPF__X86(OPF__ROW_FN(opf__row_##name##_f32_avx2, float, OPF__TARGET_AVX2, ins, outs, __VA_ARGS__) OPF__ROW_FN(     \
-        opf__row_##name##_f64_avx2, double, OPF__TARGET_AVX2, ins, outs, __VA_ARGS__)                                  \
-                 OPF__ROW_FN(opf__row_##name##_f32_avx512, float, OPF__TARGET_AVX512, ins, outs, __VA_ARGS__)          \
-                     OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, ins, outs, __VA_ARGS__))    \
+    OPF__ROW_FN(opf__row_##name##_f32, float, , 0, ins, outs, __VA_ARGS__)                                             \
+    OPF__ROW_FN(opf__row_##name##_f64, double, , 0, ins, outs, __VA_ARGS__)                                            \
+    OPF__X86(OPF__ROW_FN(opf__row_##name##_f32_avx2, float, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__) OPF__ROW_FN(  \
+        opf__row_##name##_f64_avx2, double, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__)                               \
+                 OPF__ROW_FN(opf__row_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)       \
+                     OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)) \
     OPF__CUDA_ROW(name, ins, outs, __VA_ARGS__)                                                                        \
     static const opf_row_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                                 \
                                         OPF__VARIANTS(opf__row_##name##_f32, OPF__X86(opf__row_##name##_f32_avx2),     \

@@ -488,7 +488,7 @@ template <template <typename> class Fn> static int opf__cuda_row_launch(const op
         typedef T type;                                                                                                \
         enum { num_in = OPF__LEN(ins), num_out = OPF__LEN(outs) };                                                     \
         static __device__ __forceinline__ void apply(const T *opf__in, T *opf__out, const opf_attr_value *attrs) {     \
-            (void)attrs;                                                                                               \
+            OPF_MATH_USE_FMA(void) attrs;                                                                              \
             OPF__EACH(OPF__CUDA_EW_IN, ins)                                                                            \
             OPF__EACH(OPF__EW_DECL, outs){__VA_ARGS__} OPF__EACH(OPF__CUDA_EW_OUT, outs)                               \
         }                                                                                                              \
@@ -509,7 +509,7 @@ template <template <typename> class Fn> static int opf__cuda_row_launch(const op
         typedef T type;                                                                                                \
         enum { num_in = OPF__LEN(ins), num_out = OPF__LEN(outs) };                                                     \
         static __device__ inline void apply(const opf__cuda_row_args<num_in, num_out> *opf__args) {                    \
-            const opf_attr_value *const attrs = opf__args->attrs;                                                      \
+            OPF_MATH_USE_FMA const opf_attr_value *const attrs = opf__args->attrs;                                     \
             const int64_t n = opf__args->in_len[0];                                                                    \
             (void)attrs;                                                                                               \
             (void)n;                                                                                                   \

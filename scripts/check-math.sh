@@ -63,15 +63,18 @@ EOF
 fi
 
 echo "== vectorization (-O3, #pragma GCC ivdep; vec = vectorized, no call left)"
-FUNS1="exp expm1 log log1p tanh erf sigmoid fabs sqrt"
+FUNS1="exp expm1 log log1p tanh erf sigmoid softplus fabs sqrt"
 FUNS2="fmin fmax minimum maximum"
 gen() { # $1 = target attribute or empty, $2 = extra suffix
+    # (a target build says it has FMA, as opforge's kernel builds do)
+    [ -n "$1" ] && fma="    OPF_MATH_USE_FMA" || fma=""
     echo '#include "opforge_math.h"'
     for t in f32 f64; do
         [ $t = f32 ] && T=float || T=double
         for f in $FUNS1; do
             echo "$1 void k_${f}_$t(long n, const $T *restrict x, $T *restrict y);"
             echo "$1 void k_${f}_$t(long n, const $T *restrict x, $T *restrict y) {"
+            echo "$fma"
             echo "#pragma GCC ivdep"
             echo "    for (long i = 0; i < n; i++) y[i] = opf_${f}_$t(x[i]); /* LOOP k_${f}_$t */"
             echo "}"
@@ -83,10 +86,11 @@ gen() { # $1 = target attribute or empty, $2 = extra suffix
             echo "    for (long i = 0; i < n; i++) y[i] = opf_${f}_$t(x[i], y[i]); /* LOOP k_${f}_$t */"
             echo "}"
         done
-        echo "$1 void k_softplus_$t(long n, const $T *restrict x, $T *restrict y);"
-        echo "$1 void k_softplus_$t(long n, const $T *restrict x, $T *restrict y) {"
+        echo "$1 void k_log1pexp_$t(long n, const $T *restrict x, $T *restrict y);"
+        echo "$1 void k_log1pexp_$t(long n, const $T *restrict x, $T *restrict y) {"
+        echo "$fma"
         echo "#pragma GCC ivdep"
-        echo "    for (long i = 0; i < n; i++) y[i] = opf_select(x[i] > 20, x[i], opf_log1p(opf_exp(x[i]))); /* LOOP k_softplus_$t */"
+        echo "    for (long i = 0; i < n; i++) y[i] = opf_select(x[i] > 20, x[i], opf_log1p(opf_exp(x[i]))); /* LOOP k_log1pexp_$t */"
         echo "}"
     done
 }

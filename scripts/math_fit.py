@@ -208,6 +208,15 @@ def fit_erf_large(deg, bits, c, amax, shift=0):
     return fit_rounded(q, list(range(deg + 1)), mp.mpf(c) - shift, mp.mpf(amax) - shift, w, bits)
 
 
+# softplus: log1p(z) = z Q(z) for z = e^-|x| in (0, 1], relative error; the
+# header evaluates z + z^2 (Q(z) - 1) / z with Q's coefficients of degree >= 1.
+SOFTPLUS_Q = safe(lambda z: mp.log1p(z) / z, lambda z: 1 - z / 2 + z**2 / 3)
+
+
+def fit_softplus(deg, bits):
+    return fit_rounded(SOFTPLUS_Q, list(range(deg + 1)), mp.mpf(0), mp.mpf(1), lambda z: 1 / SOFTPLUS_Q(z), bits)
+
+
 FITS = {
     "exp_f32": lambda: fit_exp(4, 24, "expm1"),
     "exp_f64": lambda: fit_exp(10, 53, "expm1"),
@@ -220,6 +229,7 @@ FITS = {
     "erf_small_f64": lambda: fit_erf_small(11, 53, "1.0"),
     "erf_large_f64": lambda: fit_erf_large(16, 53, "1.0", "6.0"),
     "erf_large17_f64": lambda: fit_erf_large(17, 53, "1.0", "6.0"),
+    "softplus_f32": lambda: fit_softplus(9, 24),
 }
 
 if __name__ == "__main__":

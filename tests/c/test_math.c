@@ -58,7 +58,8 @@ static const char *const variant_name[V_COUNT] = {"scalar", "auto", "avx2", "avx
 #if HAVE_X86_VARIANTS
 #define X86_LOOPS(fn, T)                                                                                               \
     TARGET_AVX2 static void fn##_avx2(const T *restrict x, T *restrict y){                                             \
-        LOOP(fn, T)} TARGET_AVX512 static void fn##_avx512(const T *restrict x, T *restrict y) {                       \
+        OPF_MATH_USE_FMA LOOP(fn, T)} TARGET_AVX512 static void fn##_avx512(const T *restrict x, T *restrict y) {      \
+        OPF_MATH_USE_FMA                                                                                               \
         LOOP(fn, T)                                                                                                    \
     }
 #define X86_PTRS(fn) fn##_avx2, fn##_avx512
@@ -82,6 +83,7 @@ VARIANTS(opf_log1p_f32, float)
 VARIANTS(opf_tanh_f32, float)
 VARIANTS(opf_erf_f32, float)
 VARIANTS(opf_sigmoid_f32, float)
+VARIANTS(opf_softplus_f32, float)
 VARIANTS(opf_sqrt_f32, float)
 VARIANTS(opf_exp_f64, double)
 VARIANTS(opf_expm1_f64, double)
@@ -90,6 +92,7 @@ VARIANTS(opf_log1p_f64, double)
 VARIANTS(opf_tanh_f64, double)
 VARIANTS(opf_erf_f64, double)
 VARIANTS(opf_sigmoid_f64, double)
+VARIANTS(opf_softplus_f64, double)
 VARIANTS(opf_sqrt_f64, double)
 
 static int variant_runs(int v) {
@@ -126,6 +129,10 @@ static int long_double_is_wider(void) {
 /* 1 / (1 + e^-x), e^x / (1 + e^x) for x < 0 (no overflow in e^-x). */
 static double ref_sigmoid(double x) { return x < 0 ? exp(x) / (1.0 + exp(x)) : 1.0 / (1.0 + exp(-x)); }
 static long double ref_sigmoidl(long double x) { return x < 0 ? expl(x) / (1.0L + expl(x)) : 1.0L / (1.0L + expl(-x)); }
+
+/* log(1 + e^x) = max(x, 0) + log1p(e^-|x|) (no overflow; NaN stays NaN). */
+static double ref_softplus(double x) { return (x < 0 ? 0.0 : x) + log1p(exp(-fabs(x))); }
+static long double ref_softplusl(long double x) { return (x < 0 ? 0.0L : x) + log1pl(expl(-fabsl(x))); }
 
 /* The spacing of floats (doubles) at |r|: 2^(e - 24) for r in [2^(e-1), 2^e). */
 static double ulp_f32(double r) {
@@ -227,6 +234,13 @@ static const math_case_f32 cases_f32[] = {
     {"tanh_f32", VARIANT_PTRS(opf_tanh_f32), tanh, 2.0, -10.0f, 10.0f, {0.5625f, -0.5625f, 9.0f, 10.0f}},
     {"erf_f32", VARIANT_PTRS(opf_erf_f32), erf, 1.5, -5.0f, 5.0f, {1.0f, -1.0f, 3.9f, 4.0f}},
     {"sigmoid_f32", VARIANT_PTRS(opf_sigmoid_f32), ref_sigmoid, 2.5, -110.0f, 30.0f, {-87.3f, -103.3f, 17.0f}},
+    {"softplus_f32",
+     VARIANT_PTRS(opf_softplus_f32),
+     ref_softplus,
+     2.5,
+     -110.0f,
+     30.0f,
+     {-87.3f, -103.97f, 104.0f, -104.0f, 0.3465736f, -0.3465736f, 17.0f}},
     {"sqrt_f32", VARIANT_PTRS(opf_sqrt_f32), sqrt, 0.5, 0.0f, 4.0f, {1.0f, 0x1p-126f}},
 };
 
@@ -262,6 +276,7 @@ static const math_case_f64 cases_f64[] = {
     {"tanh_f64", VARIANT_PTRS(opf_tanh_f64), tanhl, 2.0, -20.0, 20.0, {0.5625, -0.5625, 19.0, 20.0}},
     {"erf_f64", VARIANT_PTRS(opf_erf_f64), erfl, 1.5, -7.0, 7.0, {1.0, -1.0, 5.9, 6.0}},
     {"sigmoid_f64", VARIANT_PTRS(opf_sigmoid_f64), ref_sigmoidl, 2.0, -750.0, 50.0, {-708.4, -744.5, 37.0}},
+    {"softplus_f64", VARIANT_PTRS(opf_softplus_f64), ref_softplusl, 2.5, -750.0, 50.0, {-708.4, -744.5, 37.0}},
     {"sqrt_f64", VARIANT_PTRS(opf_sqrt_f64), sqrtl, 0.5, 0.0, 4.0, {1.0, 0x1p-1022}},
 };
 
@@ -576,7 +591,7 @@ TEST(test_special_values) {
     const float inf = INFINITY, nan = NAN;
     const math_case_f32 *e = find_f32("exp_f32"), *em1 = find_f32("expm1_f32"), *l = find_f32("log_f32"),
                         *l1p = find_f32("log1p_f32"), *th = find_f32("tanh_f32"), *er = find_f32("erf_f32"),
-                        *sg = find_f32("sigmoid_f32"), *sq = find_f32("sqrt_f32");
+                        *sg = find_f32("sigmoid_f32"), *sq = find_f32("sqrt_f32"), *sp = find_f32("softplus_f32");
     exact_f32(e, 0.0f, 1.0f);
     exact_f32(e, -0.0f, 1.0f);
     exact_f32(e, inf, inf);
@@ -637,6 +652,15 @@ TEST(test_special_values) {
     exact_f32(sg, -FLT_MAX, 0.0f);
     exact_f32(sg, 200.0f, 1.0f);
     exact_f32(sg, nan, nan);
+    exact_f32(sp, inf, inf);
+    exact_f32(sp, -inf, 0.0f);
+    exact_f32(sp, nan, nan);
+    exact_f32(sp, -nan, nan);
+    exact_f32(sp, 1e30f, 1e30f);
+    exact_f32(sp, FLT_MAX, FLT_MAX);
+    exact_f32(sp, -FLT_MAX, 0.0f);
+    exact_f32(sp, -104.0f, 0.0f);
+    exact_f32(sp, -200.0f, 0.0f);
     exact_f32(sq, -0.0f, -0.0f);
     exact_f32(sq, -1.0f, nan);
     exact_f32(sq, inf, inf);
@@ -645,7 +669,7 @@ TEST(test_special_values) {
     const double dinf = INFINITY, dnan = NAN;
     const math_case_f64 *de = find_f64("exp_f64"), *dem1 = find_f64("expm1_f64"), *dl = find_f64("log_f64"),
                         *dl1p = find_f64("log1p_f64"), *dth = find_f64("tanh_f64"), *der = find_f64("erf_f64"),
-                        *dsg = find_f64("sigmoid_f64"), *dsq = find_f64("sqrt_f64");
+                        *dsg = find_f64("sigmoid_f64"), *dsq = find_f64("sqrt_f64"), *dsp = find_f64("softplus_f64");
     exact_f64(de, 0.0, 1.0);
     exact_f64(de, -0.0, 1.0);
     exact_f64(de, dinf, dinf);
@@ -695,6 +719,12 @@ TEST(test_special_values) {
     exact_f64(dsg, -800.0, 0.0);
     exact_f64(dsg, 800.0, 1.0);
     exact_f64(dsg, dnan, dnan);
+    exact_f64(dsp, dinf, dinf);
+    exact_f64(dsp, -dinf, 0.0);
+    exact_f64(dsp, dnan, dnan);
+    exact_f64(dsp, 1e300, 1e300);
+    exact_f64(dsp, -DBL_MAX, 0.0);
+    exact_f64(dsp, -746.0, 0.0);
     exact_f64(dsq, -0.0, -0.0);
     exact_f64(dsq, -1.0, dnan);
     exact_f64(dsq, dinf, dinf);
@@ -772,6 +802,8 @@ TEST(test_min_max_abs_select) {
     CHECK(same_f32(opf_erf(xf), opf_erf_f32(xf)) && same_f64(opf_erf(xd), opf_erf_f64(xd)), "opf_erf");
     CHECK(same_f32(opf_sigmoid(xf), opf_sigmoid_f32(xf)) && same_f64(opf_sigmoid(xd), opf_sigmoid_f64(xd)),
           "opf_sigmoid");
+    CHECK(same_f32(opf_softplus(xf), opf_softplus_f32(xf)) && same_f64(opf_softplus(xd), opf_softplus_f64(xd)),
+          "opf_softplus");
     CHECK(same_f32(opf_sqrt(xf), 0.8660254f) && same_f64(opf_sqrt(xd), sqrt(0.75)), "opf_sqrt");
     CHECK(same_f32(opf_fabs(-xf), xf) && same_f64(opf_fabs(-xd), xd), "opf_fabs");
     CHECK(opf_fmin(xf, 1.0f) == xf && opf_fmax(xd, 1.0) == 1.0, "opf_fmin/fmax");
