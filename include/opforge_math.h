@@ -518,7 +518,7 @@ OPF_MATH_FN float opf_math_erf_f32(float x, int fused) {
     float p0_3 = OPF_MATH_FMAF(p2_3, w2, p0_1);
     float p4_6 = OPF_MATH_FMAF(0x1.496a28p-14f, w2, p4_5);
     float p = OPF_MATH_FMAF(p4_6, w4, p0_3);
-    float small = OPF_MATH_FMAF(x, p, x);
+    float small = OPF_MATH_FMAF(a, p, a); /* on |x|, the sign set below (-0 stays -0 however a build fuses) */
     float a2 = a * a;
     float a4 = a2 * a2;
     float q0_1 = OPF_MATH_FMAF(-0x1.2088eap+0f, a, -0x1.662f2ap-12f);
@@ -528,8 +528,8 @@ OPF_MATH_FN float opf_math_erf_f32(float x, int fused) {
     float q4_6 = OPF_MATH_FMAF(0x1.86dd9p-13f, a2, q4_5);
     float q = OPF_MATH_FMAF(q4_6, a4, q0_3);
     float large = 1.0f - opf_math_exp_f32(q - a2, fused);
-    large = opf_math_with_sign_f32(opf_select_f32(a > 4.0f, 1.0f, large), x);
-    return opf_select_f32(a < 1.0f, small, large);
+    large = opf_select_f32(a > 4.0f, 1.0f, large);
+    return opf_math_with_sign_f32(opf_select_f32(a < 1.0f, small, large), x);
 }
 
 /* As opf_erf_f32: x + x P(x^2) below 1, 1 - e^(-a^2 + Q(a)) on [1, 6]
@@ -551,7 +551,7 @@ OPF_MATH_FN double opf_math_erf_f64(double x, int fused) {
     double p8_11 = OPF_MATH_FMAD(p10_11, w2, p8_9);
     double p0_7 = OPF_MATH_FMAD(p4_7, w4, p0_3);
     double p = OPF_MATH_FMAD(p8_11, w8, p0_7);
-    double small = OPF_MATH_FMAD(x, p, x);
+    double small = OPF_MATH_FMAD(a, p, a); /* on |x|, the sign set below (-0 stays -0 however a build fuses) */
     double a2 = a * a;
     double a4 = a2 * a2;
     double a8 = a4 * a4;
@@ -574,8 +574,8 @@ OPF_MATH_FN double opf_math_erf_f64(double x, int fused) {
     double q0_15 = OPF_MATH_FMAD(q8_15, a8, q0_7);
     double q = OPF_MATH_FMAD(q16_17, a16, q0_15);
     double large = 1.0 - opf_math_exp_f64(q - a * a, fused);
-    large = opf_math_with_sign_f64(opf_select_f64(a > 6.0, 1.0, large), x);
-    return opf_select_f64(a < 1.0, small, large);
+    large = opf_select_f64(a > 6.0, 1.0, large);
+    return opf_math_with_sign_f64(opf_select_f64(a < 1.0, small, large), x);
 }
 
 /* ------------------------------------------------------------------------ */
