@@ -249,7 +249,7 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
             } else if (a->t != NULL) {
                 off[k] = opf_row_offset(job, a, index);
                 streams |= a->stream && streaming;
-                char *row = a->base + off[k] * (int64_t)job->elem;
+                char *row = a->base != NULL ? a->base + off[k] * (int64_t)job->elem : NULL; /* NULL: empty rows */
                 /* A row of an output not streamed that does not start on a
                  * 64-byte line is computed in scratch and copied: the kernel's
                  * vector stores would each straddle two lines (NumPy's arrays
