@@ -75,14 +75,20 @@ static void opf_ew_contiguous(void *ctx, int64_t begin, int64_t end) {
 /* The contiguous path for large outputs: the kernel writes each block into
  * L1, and the block goes to memory with a streaming copy. The kernel still
  * reads its inputs in place (an output exactly on an input is safe: a block's
- * inputs are read before its outputs are stored). */
+ * inputs are read before its outputs are stored). Blocks start on the first
+ * output's 64-byte lines (a NumPy array's data is often 16 bytes past one):
+ * a line stored partly by the copy's plain stores and partly streamed costs
+ * more than the whole block, so only a chunk's first and last lines are. */
 static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
     const opf_ew_job *job = ctx;
     const int64_t block = OPF_EW_STREAM_BLOCK / (int64_t)job->elem;
     _Alignas(64) char buf[OPF_MAX_ARGS][OPF_EW_STREAM_BLOCK];
     char *ptr[OPF_EW_OPERANDS];
-    for (int64_t pos = begin; pos < end; pos += block) {
-        int64_t len = end - pos < block ? end - pos : block;
+    const size_t past_line = (uintptr_t)(job->base[job->num_in] + (size_t)begin * job->elem) & 63;
+    const int64_t head = past_line % job->elem == 0 ? (int64_t)((64 - past_line) & 63) / (int64_t)job->elem : 0;
+    for (int64_t pos = begin, len; pos < end; pos += len) {
+        len = pos == begin && head > 0 ? head : block;
+        len = end - pos < len ? end - pos : len;
         for (int32_t k = 0; k < job->num_in; k++) {
             ptr[k] = job->base[k] + (size_t)pos * job->elem;
         }
