@@ -530,13 +530,9 @@ static opf_ew_acc_fn opf_ew_acc_variant(size_t elem) {
         OPF__VARIANTS(opf_ew_acc_f32, OPF__X86(opf_ew_acc_f32_avx2), OPF__X86(opf_ew_acc_f32_avx512));
     static const opf_ew_acc_fn f64[OPF_NUM_VARIANTS] =
         OPF__VARIANTS(opf_ew_acc_f64, OPF__X86(opf_ew_acc_f64_avx2), OPF__X86(opf_ew_acc_f64_avx512));
-    const opf_ew_acc_fn *fns = elem == sizeof(float) ? f32 : f64;
-    for (int v = opf_kernel_variant_in_use(); v > 0; v--) {
-        if (fns[v] != NULL) {
-            return fns[v];
-        }
-    }
-    return fns[0];
+    opf_ew_acc_fn fn;
+    OPF_PICK_VARIANT(fn, elem == sizeof(float) ? f32 : f64);
+    return fn;
 }
 
 /* dst[0 .. n) = *src: the buffer of an input broadcast over a whole tile
@@ -570,13 +566,9 @@ static opf_ew_fill_fn opf_ew_fill_variant(size_t elem) {
         OPF__VARIANTS(opf_ew_fill_f32, OPF__X86(opf_ew_fill_f32_avx2), OPF__X86(opf_ew_fill_f32_avx512));
     static const opf_ew_fill_fn f64[OPF_NUM_VARIANTS] =
         OPF__VARIANTS(opf_ew_fill_f64, OPF__X86(opf_ew_fill_f64_avx2), OPF__X86(opf_ew_fill_f64_avx512));
-    const opf_ew_fill_fn *fns = elem == sizeof(float) ? f32 : f64;
-    for (int v = opf_kernel_variant_in_use(); v > 0; v--) {
-        if (fns[v] != NULL) {
-            return fns[v];
-        }
-    }
-    return fns[0];
+    opf_ew_fill_fn fn;
+    OPF_PICK_VARIANT(fn, elem == sizeof(float) ? f32 : f64);
+    return fn;
 }
 
 typedef struct opf_ew_reduce {
@@ -952,10 +944,7 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
         }
         return OPF_OK;
     }
-    const opf_eltwise_fn *variants = y->dtype == OPF_F32 ? kernel->f32 : kernel->f64;
-    for (int v = opf_kernel_variant_in_use(); v >= 0 && job.fn == NULL; v--) {
-        job.fn = variants[v];
-    }
+    OPF_PICK_VARIANT(job.fn, y->dtype == OPF_F32 ? kernel->f32 : kernel->f64);
     if (job.fn == NULL) {
         return opf_error(OPF_E_UNSUPPORTED, "its kernel has no %s build", opf_dtype_name(y->dtype));
     }

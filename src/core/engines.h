@@ -12,6 +12,17 @@
 /* The variant of an authored kernel to run at the ISA level in use. */
 int opf_kernel_variant_in_use(void);
 
+/* Sets `fn` to the build in `variants` (one per opf_kernel_variant, NULL
+ * where there is none) for the ISA level in use: the best one at or below it,
+ * or NULL if there is none at all. */
+#define OPF_PICK_VARIANT(fn, variants)                                                                                 \
+    do {                                                                                                               \
+        (fn) = NULL;                                                                                                   \
+        for (int v_ = opf_kernel_variant_in_use(); v_ >= 0 && (fn) == NULL; v_--) {                                    \
+            (fn) = (variants)[v_];                                                                                     \
+        }                                                                                                              \
+    } while (0)
+
 /* A call's operands as views of its iteration shape (the broadcast of the
  * inputs): rank, shape and per-operand strides (zero along broadcast dims). */
 typedef struct opf_ew_views {

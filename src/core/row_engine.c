@@ -393,10 +393,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
                               const opf_attr_value *attrs) {
     const opf_tensor *x = inputs[0];
     opf_row_job job = {.num_in = op->num_inputs, .num_out = op->num_outputs, .elem = opf_dtype_size(x->dtype)};
-    const opf_row_fn *variants = x->dtype == OPF_F32 ? op->row->f32 : op->row->f64;
-    for (int v = opf_kernel_variant_in_use(); v >= 0 && job.fn == NULL; v--) {
-        job.fn = variants[v];
-    }
+    OPF_PICK_VARIANT(job.fn, x->dtype == OPF_F32 ? op->row->f32 : op->row->f64);
     if (job.fn == NULL) {
         return opf_error(OPF_E_UNSUPPORTED, "its kernel has no %s build", opf_dtype_name(x->dtype));
     }
