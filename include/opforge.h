@@ -55,9 +55,10 @@ extern "C" {
  * declaration layer (opf_op_decl, signatures, kernel engines); version 3 the
  * CUDA build of an authored elementwise kernel (opf_eltwise_kernel.cuda);
  * version 4 tangent rules (opf_op_decl.jvp, opf_op_def.jvps) and the CUDA
- * build of an authored row kernel (opf_row_kernel.cuda).
+ * build of an authored row kernel (opf_row_kernel.cuda); version 5
+ * opf_op_decl.flags (OPF_OP_PASS_THROUGH).
  * Libraries built for an earlier version must be rebuilt. */
-#define OPF_TABLE_ABI_VERSION 4
+#define OPF_TABLE_ABI_VERSION 5
 
 #define OPF_MAX_RANK 16     /* highest tensor rank any op accepts */
 #define OPF_MAX_ARGS 8      /* inputs or outputs per op */
@@ -280,6 +281,13 @@ typedef struct opf_grad_def {
          broadcast to the output's shape; an output summed to an input's                                               \
          shape, OPF_SHAPE_SUM_TO, on the elements it adds up); an output                                               \
          not summed may then be exactly an input (in place) */
+#define OPF_OP_PASS_THROUGH                                                                                            \
+    2 /* the one output is the first input itself wherever it has that                                                 \
+         input's shape and, on a row that sums (OPF_SHAPE_SUM_TO), the                                                 \
+         broadcast of all the inputs has it too (a sum to a shape, or a                                                \
+         broadcast, that changes nothing): derivative rules then pass the                                              \
+         first argument on instead of running the row (the same-shape add's                                            \
+         gradient is its incoming gradient, not a copy) */
 
 /* The compute function of a row. It is called only by opf_op_run(), after
  * every check the row declares has passed: dtypes supported and equal, devices
@@ -498,6 +506,7 @@ typedef struct opf_op_decl {
     const opf_row_kernel *row;
     opf_compute_fn compute;
     opf_cuda_compute_fn compute_cuda; /* optional */
+    uint32_t flags;                   /* OPF_OP_PASS_THROUGH, or 0 (OPF_OP_ELEMENTWISE comes from the kernel) */
 } opf_op_decl;
 
 /* A table, declared: its namespace and its ops, up to an entry whose

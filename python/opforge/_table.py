@@ -155,6 +155,7 @@ class OpDef:
     signature: str  # the declaration's signature ("" for a hand-written row)
     kind: OpKind  # how the row computes: an authored elementwise or row kernel, or a compute function
     elementwise: bool  # OPF_OP_ELEMENTWISE: an output may be exactly an input
+    passes_through: bool  # OPF_OP_PASS_THROUGH: output 0 is input 0 where no dim is summed or broadcast
     dtypes: tuple[str, ...]  # supported dtypes, e.g. ("float32", "float64")
     inputs: tuple[ArgDef, ...]
     outputs: tuple[ArgDef, ...]
@@ -248,6 +249,7 @@ def read_op(row: Any) -> OpDef:
         signature=_text(row.signature),
         kind=kind,
         elementwise=bool(row.flags & lib.OPF_OP_ELEMENTWISE),
+        passes_through=bool(row.flags & lib.OPF_OP_PASS_THROUGH),
         dtypes=tuple(name for name, bit in DTYPE_BITS.items() if row.dtypes & bit),
         inputs=_args(row.inputs, row.num_inputs),
         outputs=_args(row.outputs, row.num_outputs),
@@ -432,23 +434,67 @@ def docstring(
 # --------------------------------------------------------------------------
 
 
-def required_inputs(table: OpTable) -> Callable[[str], tuple[bool, ...]]:
-    """``required`` of :func:`run_grad_rules` for the rows of ``table``."""
+def static_shape(value: Any) -> Optional[tuple[Any, ...]]:
+    """A framework value's shape as a tuple, or None where it is not fully
+    known (a TensorFlow graph tensor of unknown rank or dims)."""
+    shape = getattr(value, "shape", None)
+    try:
+        dims = tuple(shape) if shape is not None else None
+    except (TypeError, ValueError):  # TensorShape of unknown rank
+        return None
+    return None if dims is None or any(d is None for d in dims) else dims
 
-    def required(name: str) -> tuple[bool, ...]:
-        row = table.find(name)
+
+class RuleRows:
+    """What the rule walkers need to know of the rows a table's rules call."""
+
+    def __init__(self, table: OpTable) -> None:
+        self._table = table
+
+    def required(self, name: str) -> tuple[bool, ...]:
+        """Per input of row ``name``, whether it is required."""
+        row = self._table.find(name)
         return () if row is None else tuple(not arg.optional for arg in row.inputs)
 
-    return required
+    def passes_through(self, name: str, args: Sequence[Any]) -> bool:
+        """Whether row ``name`` (``OPF_OP_PASS_THROUGH``) would return
+        ``args[0]`` unchanged: its output has the shape of its first input
+        and, on a row that sums, of the broadcast of all its inputs, so that
+        nothing is summed or broadcast. Shapes not known statically: False
+        (the row runs)."""
+        row = self._table.find(name)
+        if row is None or not row.passes_through or not args or args[0] is None:
+            return False
+        shapes = [None if a is None else static_shape(a) for a in args]
+        if any(s is None for s, a in zip(shapes, args) if a is not None):
+            return False
+        result = output_shape(row, 0, shapes)
+        if result is None or tuple(result) != shapes[0]:
+            return False
+        present = [s for s in shapes if s is not None]
+        return row.output_shapes[0].kind != "summed" or tuple(broadcast_shapes(present)) == shapes[0]
 
 
-def _absent_where_required(rule: GradDef, args: Sequence[Any], required: Optional[Callable[[str], Sequence[bool]]]) -> bool:
+def rule_rows(table: OpTable) -> RuleRows:
+    """``rows`` of :func:`run_grad_rules` for the rows of ``table``."""
+    return RuleRows(table)
+
+
+def _absent_where_required(rule: GradDef, args: Sequence[Any], rows: Optional[RuleRows]) -> bool:
     """Whether a rule passes an absent value (None: an absent input or
     tangent, a gradient of an output not computed) where its op requires one:
     rules are linear in such values, so the rule contributes nothing."""
-    if rule.op is None or required is None:
+    if rule.op is None or rows is None:
         return False
-    return any(a is None and s.kind != "none" and r for a, s, r in zip(args, rule.sources, required(rule.op)))
+    return any(a is None and s.kind != "none" and r for a, s, r in zip(args, rule.sources, rows.required(rule.op)))
+
+
+def _apply(rule: GradDef, args: list[Any], call: Callable[[str, list[Any], list[bool]], Sequence[Any]], wanted: list[bool], rows: Optional[RuleRows]) -> Sequence[Any]:
+    """A rule's outputs: its first source for an identity rule or a row
+    that passes it through unchanged, else the row's results."""
+    if rule.op is None or (rows is not None and rows.passes_through(rule.op, args)):
+        return (args[0],)
+    return call(rule.op, args, wanted)
 
 
 def run_grad_rules(
@@ -457,7 +503,7 @@ def run_grad_rules(
     value: Callable[[GradSource], Any],
     call: Callable[[str, list[Any], list[bool]], Sequence[Any]],
     skip: Optional[Callable[[GradDef], bool]] = None,
-    required: Optional[Callable[[str], Sequence[bool]]] = None,
+    rows: Optional[RuleRows] = None,
 ) -> list[Any]:
     """The gradient of each input of ``op`` by its table rules, in a
     framework's values; None where no rule gives one (or none is needed).
@@ -469,11 +515,13 @@ def run_grad_rules(
     whether its output j is used (an optional output nobody wants need not be
     computed); returns its outputs in order (None for one not computed).
     ``skip(rule)``: True for a rule known to contribute zero (JAX: all the
-    cotangents it reads are symbolic zeros). ``required(op_name)``: per input
-    of a rule's op, whether it is required; a rule that would pass an absent
-    optional input of ``op`` where its op requires a tensor contributes
-    nothing (absent optional inputs are zero, and a rule is linear in such a
-    value). Contributions to one input add up.
+    cotangents it reads are symbolic zeros). ``rows``: the table's rows
+    (:func:`rule_rows`): a rule that would pass an absent optional input of
+    ``op`` where its op requires a tensor contributes nothing (absent
+    optional inputs are zero, and a rule is linear in such a value), and a
+    row that passes its first argument through unchanged
+    (``OPF_OP_PASS_THROUGH``, e.g. a sum to the shape it already has) is not
+    run. Contributions to one input add up.
     """
     grads: list[Any] = [None] * len(op.inputs)
     for rule in op.grads:
@@ -481,9 +529,9 @@ def run_grad_rules(
         if not any(wanted) or (skip is not None and skip(rule)):
             continue
         args = [value(source) for source in rule.sources]
-        if _absent_where_required(rule, args, required):
+        if _absent_where_required(rule, args, rows):
             continue
-        produced = (args[0],) if rule.op is None else call(rule.op, args, wanted)
+        produced = _apply(rule, args, call, wanted, rows)
         for j, target in enumerate(rule.produces):
             if wanted[j] and j < len(produced) and produced[j] is not None:
                 grads[target] = produced[j] if grads[target] is None else grads[target] + produced[j]
@@ -497,7 +545,7 @@ def run_jvp_rules(
     call: Callable[[str, list[Any], list[bool]], Sequence[Any]],
     zeros: Callable[[int], Any],
     skip: Optional[Callable[[GradDef], bool]] = None,
-    required: Optional[Callable[[str], Sequence[bool]]] = None,
+    rows: Optional[RuleRows] = None,
 ) -> list[Any]:
     """The tangent of each output of ``op`` by its tangent rules, in a
     framework's values; None where no rule gives one (a zero tangent).
@@ -506,7 +554,8 @@ def run_jvp_rules(
     rule's argument: a forward input or output, an input's tangent (None for a
     zero one), or None. ``call`` and ``skip`` as in :func:`run_grad_rules`; a
     rule every tangent source of which is zero is skipped (rules are linear in
-    the tangents). Contributions to one output add up.
+    the tangents); ``rows`` as in :func:`run_grad_rules`. Contributions to
+    one output add up.
     """
     tangents: list[Any] = [None] * len(op.outputs)
     for rule in op.jvps:
@@ -517,9 +566,9 @@ def run_jvp_rules(
         if all(a is None for a, s in zip(args, rule.sources) if s.kind == "tangent"):
             continue
         args = [zeros(s.index) if a is None and s.kind == "tangent" else a for a, s in zip(args, rule.sources)]
-        if _absent_where_required(rule, args, required):
+        if _absent_where_required(rule, args, rows):
             continue
-        produced = (args[0],) if rule.op is None else call(rule.op, args, wanted)
+        produced = _apply(rule, args, call, wanted, rows)
         for j, target in enumerate(rule.produces):
             if wanted[j] and j < len(produced) and produced[j] is not None:
                 tangents[target] = produced[j] if tangents[target] is None else tangents[target] + produced[j]

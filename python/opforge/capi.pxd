@@ -35,6 +35,7 @@ cdef extern from "opforge.h" nogil:
         OPF_ARG_MUTATED
         OPF_ARG_BATCHED
         OPF_OP_ELEMENTWISE
+        OPF_OP_PASS_THROUGH
 
     # -- status and errors ------------------------------------------------
 
@@ -265,6 +266,7 @@ cdef extern from "opforge.h" nogil:
         const opf_row_kernel *row
         opf_compute_fn compute
         opf_cuda_compute_fn compute_cuda
+        uint32_t flags
 
     ctypedef struct opf_ops_decl:
         uint32_t abi_version

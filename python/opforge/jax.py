@@ -86,7 +86,7 @@ from ._table import (
     OpTable,
     builtin_table,
     docstring,
-    required_inputs,
+    rule_rows,
     run_grad_rules,
     run_jvp_rules,
 )
@@ -567,8 +567,8 @@ class _Linear:
         def zeros(i: int) -> Optional[jax.Array]:
             return None if inputs[i] is None else jnp.zeros_like(inputs[i])
 
-        required = required_inputs(caller.namespace.__opforge_table__)
-        tangents = run_jvp_rules(op, list(self.outputs), value, caller._rule_call(self.attrs), zeros, required=required)
+        rows = rule_rows(caller.namespace.__opforge_table__)
+        tangents = run_jvp_rules(op, list(self.outputs), value, caller._rule_call(self.attrs), zeros, rows=rows)
         outs = iter(tangents)
         # The mutated inputs' new values (rows written in place have no
         # tangent rules of their own: zero), then the outputs computed.
@@ -614,8 +614,8 @@ class _Linear:
             return bool(read) and all(cotangent_of[o] is None for o in read)
 
         needs = [slot is not None for slot in self._per_input([True] * sum(self.which))]
-        required = required_inputs(caller.namespace.__opforge_table__)
-        grads = run_grad_rules(op, needs, value, caller._rule_call(self.attrs), zero, required)
+        rows = rule_rows(caller.namespace.__opforge_table__)
+        grads = run_grad_rules(op, needs, value, caller._rule_call(self.attrs), zero, rows)
         return [grads[i] for i, slot in enumerate(needs) if slot]
 
     def out_avals(self, avals: Sequence[Any]) -> list[Any]:

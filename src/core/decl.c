@@ -936,6 +936,9 @@ static opf_status opf_resolve_row(opf_resolved *r, const opf_ops_decl *decl, int
             row->qualname = qualname;
         }
     }
+    if (ok && (d->flags & ~(uint32_t)OPF_OP_PASS_THROUGH) != 0) {
+        ok = opf_parse_fail(&p, "has flags 0x%x; a declaration may set only OPF_OP_PASS_THROUGH", (unsigned)d->flags);
+    }
     r->arena = p.arena;
     if (!ok) {
         return opf_decl_fail(decl, index, "signature", &p);
@@ -943,6 +946,7 @@ static opf_status opf_resolve_row(opf_resolved *r, const opf_ops_decl *decl, int
     row->doc = d->doc;
     row->signature = d->signature;
     row->dtypes = d->dtypes != 0 ? d->dtypes : (OPF_DTYPES_F32 | OPF_DTYPES_F64);
+    row->flags |= d->flags; /* what it implies is checked with the rest of the row by opf_op_table_validate */
     return OPF_OK;
 }
 

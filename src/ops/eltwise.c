@@ -68,7 +68,9 @@ const opf_op_decl opf_decl_scale = {
 
 /* Broadcasting, as NumPy's: the output has the broadcast shape, and each
  * input's gradient is the output's summed over the dims that input is
- * broadcast along (sum_to; a copy when the shapes are equal). */
+ * broadcast along (sum_to). Where an input has the output's shape, sum_to
+ * passes the gradient through (OPF_OP_PASS_THROUGH): the same-shape add's
+ * backward runs no kernel. */
 const opf_op_decl opf_decl_add = {
     "add(a, b) -> y[broadcast(a, b)]",
     .doc = "Elementwise sum y = a + b, broadcasting a and b together as NumPy does (any ranks, dims of size 1).",
@@ -101,6 +103,7 @@ const opf_op_decl opf_decl_sum_to = {
     .arg_docs = "x: the tensor to sum; like: a tensor of the result's shape (its values are not read), which "
                 "broadcasts with x; y: the sum, shaped like like",
     .eltwise = &sum_to,
+    .flags = OPF_OP_PASS_THROUGH, /* y = x: nothing summed or broadcast when x, like and y have one shape */
 };
 
 const opf_op_decl opf_decl_mul_grad = {

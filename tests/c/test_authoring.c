@@ -478,6 +478,7 @@ TEST(test_declaration_mistakes) {
         {{"sq(x) -> y", .eltwise = &sq_plus, .jvp = "y' = sum_diff(x')"}, "'sum_diff' takes 2 inputs"},
         {{"sq(x) -> y", .eltwise = &sq_plus, .jvp = "y', _ = sum_diff(x', x) y"}, "unexpected 'y'"},
         {{"sq(x) -> y", .eltwise = &sq_plus, .grad = "dx = x'"}, "'x'' is not an input, an output, d<output>"},
+        {{"sq(x) -> y", .eltwise = &sq_plus, .flags = 0x40}, "flags 0x40; a declaration may set only"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const opf_op_decl decls[3] = {cases[i].decl, {"sum_diff(a, b) -> (s, d)", .eltwise = &sum_diff}, {0}};
@@ -491,6 +492,12 @@ TEST(test_declaration_mistakes) {
         CHECK_CONTAINS(opf_last_error(), "table 'badops', op 0");
         CHECK_CONTAINS(opf_last_error(), cases[i].decl.jvp != NULL ? ": jvp: " : "");
     }
+    /* A flag the row's shape contradicts: refused by the table's validation. */
+    const opf_op_decl two_out[2] = {{"sd(a, b) -> (s, d)", .eltwise = &sum_diff, .flags = OPF_OP_PASS_THROUGH}, {0}};
+    const opf_ops_decl passes = {OPF_TABLE_ABI_VERSION, "badops", two_out};
+    CHECK(opf_ops_resolve(&passes) == NULL, "a pass-through row with two outputs accepted");
+    CHECK_CONTAINS(opf_last_error(), "table 'badops': op 'sd' is OPF_OP_PASS_THROUGH, which needs a required first "
+                                     "input (not written in place) and exactly one required output");
     /* The table itself. */
     const opf_op_decl one[2] = {{"sq(x) -> y", .eltwise = &sq_plus}, {0}};
     const opf_ops_decl dashed = {OPF_TABLE_ABI_VERSION, "my-ops", one};

@@ -115,6 +115,9 @@ TEST(test_builtin_table) {
         CHECK((op->compute != NULL) + (op->eltwise != NULL) + (op->row != NULL) == 1, "%s: not exactly one kernel",
               op->name);
         CHECK(op->qualname != NULL && strncmp(op->qualname, "opforge.", 8) == 0, "%s: qualname", op->name);
+        /* Only sum_to passes its first input through (the same-shape gradient of add). */
+        CHECK(((op->flags & OPF_OP_PASS_THROUGH) != 0) == (strcmp(op->name, "sum_to") == 0), "%s: flags 0x%x", op->name,
+              (unsigned)op->flags);
         CHECK(op->dtypes == (OPF_DTYPES_F32 | OPF_DTYPES_F64), "%s: dtypes 0x%x", op->name, (unsigned)op->dtypes);
         CHECK(op->num_inputs >= 1 && op->num_inputs <= OPF_MAX_ARGS, "%s: num_inputs %d", op->name,
               (int)op->num_inputs);
@@ -479,6 +482,17 @@ TEST(test_validate_rejects_broken_tables) {
     EXPECT_INVALID_ROW(r, 0, "no dtypes");
     r = user_negate, r.dtypes = 0x100;
     EXPECT_INVALID_ROW(r, 0, "unknown dtype bit");
+    r = user_negate, r.flags = 0x80;
+    EXPECT_INVALID_ROW(r, 0, "unknown flag bit");
+    r = user_sub, r.flags |= OPF_OP_PASS_THROUGH;
+    CHECK_STATUS(validate_modified(&r, 1), OPF_OK); /* y is a when a - b is a, which the author vouches for */
+    r.num_outputs = 0;
+    EXPECT_INVALID_ROW(r, 1, "pass-through row without an output");
+    r = user_sub, r.flags |= OPF_OP_PASS_THROUGH, r.num_outputs = 2;
+    r.outputs[1] = r.outputs[0], r.outputs[1].name = "z", r.output_shapes[1] = r.output_shapes[0];
+    EXPECT_INVALID_ROW(r, 1, "pass-through row with two outputs");
+    r = user_sub, r.flags |= OPF_OP_PASS_THROUGH, r.inputs[0].flags = OPF_ARG_OPTIONAL;
+    EXPECT_INVALID_ROW(r, 1, "pass-through row whose first input is optional");
 
     r = user_negate, r.num_inputs = OPF_MAX_ARGS + 1;
     EXPECT_INVALID_ROW(r, 0, "num_inputs > OPF_MAX_ARGS");

@@ -4,6 +4,7 @@ order in both modes, jvp/hessian, vmap in one call, jit, and errors."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import jax
@@ -99,6 +100,32 @@ def test_vmap_in_one_call() -> None:
     # per-example gradients of a broadcast bias
     grads = jax.vmap(jax.grad(lambda x, bias: jnp.sum(oj.add(x, bias) ** 2), argnums=1), in_axes=(0, None))(xs, b)
     np.testing.assert_allclose(grads, (2 * (xs + b)).sum(1), rtol=1e-12)
+
+
+def custom_calls(fn: Callable[..., Any], *args: Any) -> list[str]:
+    """The opforge custom calls of fn's compiled program, in order."""
+    return re.findall(r"opforge\.\w+", jax.jit(fn).lower(*args).as_text())
+
+
+def test_same_shape_add_passes_its_gradient_through() -> None:
+    """sum_to is OPF_OP_PASS_THROUGH: an input of the output's shape gets the
+    incoming cotangent (or gives its tangent) as is, with no custom call;
+    one that broadcasts is summed."""
+    a, b, c = rand((3, 4)), rand((4,), seed=1), rand((3, 4), seed=2)
+
+    def f(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
+        return (oj.add(oj.add(a, b), c) * a).sum()
+
+    assert custom_calls(jax.grad(f, argnums=(0, 1, 2)), a, b, c) == ["opforge.add", "opforge.add", "opforge.sum_to"]
+    theirs = jax.grad(lambda a, b, c: ((a + b + c) * a).sum(), argnums=(0, 1, 2))(a, b, c)
+    for o, t in zip(jax.grad(f, argnums=(0, 1, 2))(a, b, c), theirs):
+        np.testing.assert_allclose(o, t, rtol=1e-14)
+    same = lambda x, t: jax.jvp(lambda x: oj.add(x, c), (x,), (t,))  # noqa: E731
+    assert custom_calls(same, a, a) == ["opforge.add"]
+    np.testing.assert_array_equal(same(a, b + a)[1], b + a)
+    summed = lambda x, t: jax.jvp(lambda x: oj.add(a, x), (x,), (t,))  # noqa: E731
+    assert "opforge.sum_to" in custom_calls(summed, b, b)
+    np.testing.assert_array_equal(summed(b, c[0])[1], jnp.broadcast_to(c[0], (3, 4)))
 
 
 def test_sum_to_and_mul_grad_values() -> None:

@@ -123,6 +123,34 @@ def test_shape_inference_in_graphs() -> None:
     np.testing.assert_array_equal(unknown_rank(tf.ones([2, 4]), tf.ones([4])), np.full((2, 4), 2.0))
 
 
+def test_same_shape_add_passes_its_gradient_through() -> None:
+    """sum_to is OPF_OP_PASS_THROUGH: an input of the output's shape gets the
+    incoming gradient as is, with no op in the graph; one that broadcasts is
+    summed; where the shapes are not known, the op runs."""
+    a, b, c = rand((3, 4)), rand((4,), seed=1), rand((3, 4), seed=2)
+
+    def grads(a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) -> list[tf.Tensor]:
+        with tf.GradientTape() as tape:
+            tape.watch([a, b, c])
+            y = otf.add(otf.add(a, b), c) * a
+        return tape.gradient(y, [a, b, c])
+
+    def sum_to_ops(signature: list[tf.TensorSpec]) -> int:
+        graph = tf.function(grads, input_signature=signature).get_concrete_function().graph
+        return sum(op.type.endswith("SumTo") for op in graph.get_operations())
+
+    spec = [tf.TensorSpec([3, 4], tf.float64), tf.TensorSpec([4], tf.float64), tf.TensorSpec([3, 4], tf.float64)]
+    assert sum_to_ops(spec) == 1
+    assert sum_to_ops([tf.TensorSpec(None, tf.float64)] * 3) == 4
+    for mode in MODES:
+        ours = run(mode, grads, a, b, c)
+        with tf.GradientTape() as tape:
+            tape.watch([a, b, c])
+            y = (a + b + c) * a
+        for o, t in zip(ours, tape.gradient(y, [a, b, c])):
+            np.testing.assert_allclose(o, t, rtol=1e-14)
+
+
 def test_sum_to_and_mul_grad_values() -> None:
     x, like = rand((8, 3, 5), seed=16), rand((3, 1), seed=17)
     np.testing.assert_allclose(otf.sum_to(x, like), tf.reduce_sum(x, axis=[0, 2])[:, None], rtol=1e-12)

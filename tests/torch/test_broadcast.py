@@ -59,6 +59,36 @@ def test_gradients_match_torch(name: str, dtype: torch.dtype, sa: Any, sb: Any) 
         torch.testing.assert_close(o, t, **tol)
 
 
+def ops_run(fn: Callable[[], Any]) -> list[str]:
+    """The opforge operators fn runs (torch's profiler records each)."""
+    with torch.autograd.profiler.profile() as prof:
+        fn()
+    return [e.name for e in prof.function_events if e.name.startswith("opforge::")]
+
+
+def test_same_shape_add_passes_its_gradient_through() -> None:
+    """sum_to is OPF_OP_PASS_THROUGH: where an input has the output's shape,
+    its gradient is the incoming one itself (no kernel runs, no copy); where
+    it broadcasts, the gradient is summed."""
+    a, b = rand((3, 4)).requires_grad_(), rand((4,), seed=1).requires_grad_()
+    same = rand((3, 4), seed=2).requires_grad_()
+    g = rand((3, 4), seed=3)
+    y = ot.add(ot.add(a, b), same)
+    run = ops_run(lambda: torch.autograd.grad(y, (a, b, same), g, retain_graph=True))
+    assert run.count("opforge::sum_to") == 1  # b's, the one that sums
+    ga, gb, gs = torch.autograd.grad(y, (a, b, same), g)
+    assert ga.data_ptr() == g.data_ptr() and gs.data_ptr() == g.data_ptr()
+    torch.testing.assert_close(gb, g.sum(0), rtol=0, atol=1e-15)
+    # Forward mode: a tangent of the output's shape passes through too; one
+    # that broadcasts runs the row.
+    assert "opforge::sum_to" not in ops_run(lambda: jvp(lambda x: ot.add(x, same.detach()), (a.detach(),), (g,)))
+    _, t = jvp(lambda x: ot.add(x, same.detach()), (a.detach(),), (g,))
+    torch.testing.assert_close(t, g, rtol=0, atol=0)
+    assert "opforge::sum_to" in ops_run(lambda: jvp(lambda x: ot.add(a.detach(), x), (b.detach(),), (g[0],)))
+    _, t = jvp(lambda x: ot.add(a.detach(), x), (b.detach(),), (g[0],))
+    torch.testing.assert_close(t, g[0].expand(3, 4), rtol=0, atol=0)
+
+
 def test_gradcheck_and_gradgradcheck() -> None:
     """float64, both modes, to second order (the gradient rows sum_to and
     mul_grad have their own gradient and tangent rules)."""

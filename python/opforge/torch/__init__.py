@@ -55,7 +55,7 @@ from .._table import (
     check_shapes,
     docstring,
     output_shape,
-    required_inputs,
+    rule_rows,
     run_grad_rules,
     run_jvp_rules,
 )
@@ -343,7 +343,7 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
             return None
 
         present = [need and inputs[i] is not None for i, need in enumerate(needs[:num_inputs])]
-        return run_grad_rules(op, present, value, caller(attrs), required=required)
+        return run_grad_rules(op, present, value, caller(attrs), rows=rows)
 
     def tangents(
         inputs: Sequence[Optional[torch.Tensor]],
@@ -366,9 +366,9 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
 
         mask = attrs.get("output_mask")
         needs = [True] * num_outputs if mask is None else [bool(m) for m in mask]
-        return run_jvp_rules(op, needs, value, caller(attrs), zeros, required=required)
+        return run_jvp_rules(op, needs, value, caller(attrs), zeros, rows=rows)
 
-    required = required_inputs(table)
+    rows = rule_rows(table)
     not_differentiable = f"{namespace}::{op.name} is not differentiable: its table row has no gradient rule"
     no_forward_mode = (
         f"{namespace}::{op.name} has no forward mode: its table row declares no tangent rule (jvp); "
