@@ -103,6 +103,10 @@ def test_bench_runs_and_writes_json(bench_run: tuple[subprocess.CompletedProcess
         assert entry["shape"] == [8, 64] and entry["dtype"] == "float32" and entry["check_ok"]
         assert entry["pass"] == ("backward" if entry["op"].endswith("_grad") else "forward")
         assert entry["bytes"] == tr.STREAMS[entry["op"]] * 8 * 64 * 4 and entry["gbs"] > 0 and entry["vs_copy"] > 0
+        if entry["impl"] == "opforge" and entry.get("in_cache_s") is not None:  # None: lost in noise
+            assert entry["in_cache_s"] > 0 and entry["vs_bound"] == entry["bound_s"] / entry["best_s"]
+        else:
+            assert entry.get("in_cache_s") is None and "vs_bound" not in entry
         if entry["op"] in NUMPY_TRANSFORMER_OPS:
             assert entry["best_builtin"] == "numpy" and entry["vs_best_builtin"] > 0
         else:  # no built-in to compare with
@@ -202,6 +206,18 @@ def test_bench_reports_a_wrong_transformer_result() -> None:
     assert len(document["errors"]) == 1 + int(worker.all_threads not in (None, 1))
     assert "softmax float32: result differs from NumPy" in document["errors"][0]
     assert "CHECK FAILED" in report.format_text(document)
+
+
+def test_bound_is_the_slower_of_memory_and_arithmetic() -> None:
+    """vs bound: the copy roof's time for the bytes, or the in-cache time
+    spread over the threads, whichever is longer, over the measured time."""
+    memory = {"bytes": 100e9, "threads": 2, "best_s": 4.0, "in_cache_s": 2.0}  # roof 50 GB/s: 2 s; arithmetic 1 s
+    arithmetic = {"bytes": 100e9, "threads": 1, "best_s": 10.0, "in_cache_s": 8.0}  # roof 25 GB/s: 4 s
+    unknown = {"bytes": 100e9, "threads": 1, "best_s": 10.0, "in_cache_s": None}
+    report._add_bounds([memory, arithmetic, unknown], {"1": 25.0, "2": 50.0})
+    assert memory["bound_s"] == 2.0 and memory["vs_bound"] == 0.5
+    assert arithmetic["bound_s"] == 8.0 and arithmetic["vs_bound"] == 0.8
+    assert "vs_bound" not in unknown
 
 
 def test_parse_shapes() -> None:

@@ -59,6 +59,19 @@ def _add_ratios(entries: list[dict[str, Any]], key: str, value: str, roofs: dict
         entry["best_builtin"] = fastest["impl"] if fastest else None
 
 
+def _add_bounds(entries: list[dict[str, Any]], copy_roof: dict[str, float]) -> None:
+    """Adds bound_s and vs_bound to each entry with an in-cache time: the
+    slower of the copy roof's time for its bytes and its in-cache (arithmetic)
+    time spread over its threads, and the share of that bound its time
+    reaches (1: as fast as either limit allows)."""
+    for entry in entries:
+        in_cache, roof = entry.get("in_cache_s"), _roof_for(copy_roof, entry["threads"])
+        if in_cache is None or not roof:
+            continue
+        entry["bound_s"] = max(entry["bytes"] / (roof * 1e9), in_cache / entry["threads"])
+        entry["vs_bound"] = entry["bound_s"] / entry["best_s"]
+
+
 def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace, measured: list[limits_mod.Limit],
           workers: list[dict[str, Any]], wall_s: float, fma_target_s: float) -> dict[str, Any]:
     """The JSON document of a run, with every ratio computed."""
@@ -79,6 +92,7 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
         errors += worker["errors"]
     _add_ratios(sections["elementwise"], "op", "gbs", {"float32": copy_roof}, "copy")
     _add_ratios(sections["transformer"], "op", "gbs", {"float32": copy_roof}, "copy")
+    _add_bounds(sections["transformer"], copy_roof)
     _add_ratios(sections["dense"], "shape", "gflops", peaks, "peak")
     return {
         "schema": SCHEMA,
@@ -207,15 +221,21 @@ def _transformer_text(result: dict[str, Any]) -> list[str]:
     entries = result.get("transformer", [])
     if not entries:
         return []
+    def in_cache(e: dict[str, Any]) -> str:
+        return "—" if e.get("in_cache_s") is None else f"{e['in_cache_s'] / e['threads'] * 1e3:.2f}"
+
     rows = [[e["op"], _label(e), _threads(e), f"{e['best_s'] * 1e3:.2f}", f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
+             in_cache(e), _pct(e.get("vs_bound")),
              _times(e["vs_best_builtin"], e["best_builtin"], e["impl"] == e["best_builtin"])
              + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
     rows.sort(key=lambda row: OPS.index(row[0]))  # by op; implementations in run order
     n, m = entries[0]["shape"]
     return ["", f"Transformer ops, float32 [{n}, {m}], forward and gradient rows (GB/s = the [{n}, {m}] arrays "
-                "read + written / time; vs fastest built-in = its time / this one's)",
-            *table(["op", "implementation", "threads", "ms", "GB/s", "vs copy roof", "vs fastest built-in"], rows,
-                   [False, False, True, True, True, True, False])]
+                "read + written / time; in cache = opforge's arithmetic alone: its time on a few rows that stay "
+                "in L2, scaled to all rows and spread over the threads; vs bound = the slower of the copy roof "
+                "and that arithmetic, over the time; vs fastest built-in = its time / this one's)",
+            *table(["op", "implementation", "threads", "ms", "GB/s", "vs copy roof", "in cache ms", "vs bound",
+                    "vs fastest built-in"], rows, [False, False, True, True, True, True, True, True, False])]
 
 
 def format_text(result: dict[str, Any]) -> str:

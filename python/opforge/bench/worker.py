@@ -28,6 +28,8 @@ from .measure import Progress, Timing, time_best_of
 
 Shape = tuple[int, int, int]  # dense (N, K, M): x [N,K] @ w [K,M]
 
+#: Bytes of [N, M] arrays a transformer op's in-cache timing touches, at most (in L2).
+IN_CACHE_BYTES = 512 << 10
 #: Largest sampled error, relative to the largest sampled reference value, that passes.
 TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
 
@@ -226,6 +228,7 @@ class Worker:
         if runner is None:
             return
         nbytes = tr.STREAMS[op] * data.x.nbytes
+        in_cache = None if self.impl.builtin else self._in_cache_time(op, shape)
         for threads in self.thread_counts():
             self._set_threads(threads)
             what = f"{op} float32 {shape[0]}x{shape[1]}" + (f", {threads} thread(s)" if threads else "")
@@ -244,8 +247,28 @@ class Worker:
                 "bytes": nbytes,
                 "gbs": nbytes / timing.best_s / 1e9,
             }
+            if in_cache is not None:
+                entry["in_cache_s"] = in_cache
             self._record(entry, timing, error, "float32")
         self._set_threads(self.all_threads)
+
+    def _in_cache_time(self, op: str, shape: tuple[int, int]) -> Optional[float]:
+        """The op's arithmetic floor: seconds per [N, M] call on one thread,
+        from calls on a few rows whose arrays stay in L2 (IN_CACHE_BYTES),
+        less a one-row call's (which carries the fixed cost of a call);
+        None if too few rows fit or the difference is lost in noise."""
+        n, m = shape
+        rows = min(n, IN_CACHE_BYTES // (tr.STREAMS[op] * m * 4))
+        if rows < 4:
+            return None
+        self._set_threads(1)
+        timings = []
+        for r in (rows, 1):
+            runner = self.impl.transformer(tr.make_data(op, (r, m)))
+            timings.append(self._time(f"{op} float32 {r}x{m} in cache, 1 thread", runner,
+                                      tr.STREAMS[op] * r * m * 4, "GB/s").best_s)
+        per_row = (timings[0] - timings[1]) / (rows - 1)
+        return per_row * n if per_row > 0 else None
 
 
 def run_worker(impl_name: str, settings: Settings, progress: Progress, requested_level: Optional[str]) -> WorkerResult:
