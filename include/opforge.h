@@ -282,12 +282,13 @@ typedef struct opf_grad_def {
          shape, OPF_SHAPE_SUM_TO, on the elements it adds up); an output                                               \
          not summed may then be exactly an input (in place) */
 #define OPF_OP_PASS_THROUGH                                                                                            \
-    2 /* the one output is the first input itself wherever it has that                                                 \
-         input's shape and, on a row that sums (OPF_SHAPE_SUM_TO), the                                                 \
-         broadcast of all the inputs has it too (a sum to a shape, or a                                                \
-         broadcast, that changes nothing): derivative rules then pass the                                              \
-         first argument on instead of running the row (the same-shape add's                                            \
-         gradient is its incoming gradient, not a copy) */
+    2 /* an elementwise row whose one output is its first input (y = x;                                                \
+         any other input only gives a shape, as sum_to's `like`): summed to                                            \
+         a smaller shape or broadcast to a larger one by the shape rule, and                                           \
+         where nothing is summed or broadcast, the input itself. Derivative                                            \
+         rules then pass the first argument on instead of running the row                                              \
+         (the same-shape add's gradient is its incoming gradient, not a copy),                                         \
+         and the engine sums the input without calling the kernel */
 
 /* The compute function of a row. It is called only by opf_op_run(), after
  * every check the row declares has passed: dtypes supported and equal, devices

@@ -39,6 +39,7 @@ enum {
 
 typedef struct opf_ew_job {
     opf_eltwise_fn fn;
+    int copies; /* OPF_OP_PASS_THROUGH: fn writes its first input to its one output */
     opf_copy_ukernel stream_copy;
     int32_t num_in, num_out;
     size_t elem;
@@ -366,17 +367,21 @@ static void opf_ew_zero(const opf_tensor *t) {
 
 enum {
     OPF_EW_MAX_CHUNKS = 64,      /* chunks of a reduction at most */
+    OPF_EW_SUM_ROWS = 4,         /* rows of a tile of long rows summed into one accumulator row */
+    OPF_EW_ROW_CALL_MIN = 64,    /* elements of a row walked in place by a kernel call of its own, at least */
     OPF_EW_MIN_SEGMENT = 512,    /* elements a chunk walks contiguously at least, when cut along an inner dim */
     OPF_EW_PARTIAL_SHARE = 4,    /* partial sums take at most 1/4 of the elements the call reads */
     OPF_EW_PARTIAL_MIN = 1 << 16 /* ... or this many, for small calls */
 };
 
-/* acc[r*acc_row + i*acc_col] += x[r*n + i] for r < rows, i < n: a tile of
- * the kernel's output added into an accumulator. Written with vectors of 8
+/* acc[r*acc_row + i*acc_col] += x[r*x_row + i] for r < rows, i < n: a tile
+ * of the kernel's output (or of the input of a row that copies it) added into
+ * an accumulator; rows of fewer than 8 elements must be contiguous (x_row n). Written with vectors of 8
  * doubles (GCC's and clang's vector extensions, which keep them in
  * registers), one build per ISA level; every build adds in the same order,
  * so they give the same bits. */
-typedef void (*opf_ew_acc_fn)(int64_t rows, int64_t n, const void *x, double *acc, int64_t acc_row, int64_t acc_col);
+typedef void (*opf_ew_acc_fn)(int64_t rows, int64_t n, const void *x, int64_t x_row, double *acc, int64_t acc_row,
+                              int64_t acc_col);
 
 typedef double opf_v8d __attribute__((vector_size(64)));
 typedef float opf_v8f __attribute__((vector_size(32)));
@@ -448,13 +453,13 @@ typedef float opf_v8f __attribute__((vector_size(32)));
                 v1 = (opf_v8d){0};                                                                                     \
                 int64_t r = 0;                                                                                         \
                 for (; r + 2 <= rows; r += 2) {                                                                        \
-                    load8(w, x + r * n + i);                                                                           \
+                    load8(w, x + r * x_row + i);                                                                       \
                     v0 += w;                                                                                           \
-                    load8(w, x + (r + 1) * n + i);                                                                     \
+                    load8(w, x + (r + 1) * x_row + i);                                                                 \
                     v1 += w;                                                                                           \
                 }                                                                                                      \
                 if (r < rows) {                                                                                        \
-                    load8(w, x + r * n + i);                                                                           \
+                    load8(w, x + r * x_row + i);                                                                       \
                     v0 += w;                                                                                           \
                 }                                                                                                      \
                 v0 += v1;                                                                                              \
@@ -463,7 +468,7 @@ typedef float opf_v8f __attribute__((vector_size(32)));
             for (; i < n; i++) {                                                                                       \
                 double sum = 0;                                                                                        \
                 for (int64_t r = 0; r < rows; r++) {                                                                   \
-                    sum += (double)x[r * n + i];                                                                       \
+                    sum += (double)x[r * x_row + i];                                                                   \
                 }                                                                                                      \
                 acc[i] += sum;                                                                                         \
             }                                                                                                          \
@@ -488,13 +493,14 @@ typedef float opf_v8f __attribute__((vector_size(32)));
     } while (0)
 
 #define OPF_EW_ACC_FN(name, T, load8, rowsum, target)                                                                  \
-    target static void name(int64_t rows, int64_t n, const void *xv, double *acc, int64_t acc_row, int64_t acc_col) {  \
+    target static void name(int64_t rows, int64_t n, const void *xv, int64_t x_row, double *acc, int64_t acc_row,      \
+                            int64_t acc_col) {                                                                         \
         const T *x = (const T *)xv;                                                                                    \
         if (rows > 1 && acc_row == 0 && acc_col == 1) {                                                                \
             OPF_EW_ACC_COLUMNS(T, load8);                                                                              \
             return;                                                                                                    \
         }                                                                                                              \
-        for (int64_t r = 0; r < rows; r++, x += n) {                                                                   \
+        for (int64_t r = 0; r < rows; r++, x += x_row) {                                                               \
             double *a = acc + r * acc_row;                                                                             \
             int64_t i = 0;                                                                                             \
             if (acc_col == 0) { /* summed along the row */                                                             \
@@ -583,6 +589,7 @@ typedef struct opf_ew_reduce {
     int64_t acc_stride[OPF_MAX_ARGS][OPF_MAX_RANK]; /* per summed output: compact strides over its kept dims */
     int64_t acc_size[OPF_MAX_ARGS];                 /* elements of one chunk's accumulator */
     double *acc[OPF_MAX_ARGS];                      /* one accumulator per chunk */
+    int copies;                                     /* the row copies its input (OPF_OP_PASS_THROUGH): sum that */
     atomic_int failed;                              /* a range could not get its tile buffers */
 } opf_ew_reduce;
 
@@ -606,10 +613,12 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
     const int64_t elem = (int64_t)job->elem;
     char *const *buf = b->buf;
     char *ptr[OPF_EW_OPERANDS];
-    for (int32_t k = 0; k < count; k++) {
+    int per_row = 0; /* an operand walked in place whose rows are not one block: a kernel call per row */
+    for (int32_t k = 0; k < (r->copies ? 1 : count); k++) {
         const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
         const int summed = k >= job->num_in && r->summed[k - job->num_in];
-        ptr[k] = col == 1 && row == n && !summed ? start[k] : buf[k];
+        ptr[k] = col == 1 && !summed && (row == n || n >= OPF_EW_ROW_CALL_MIN) ? start[k] : buf[k];
+        per_row |= ptr[k] != buf[k] && row != n;
         if (k >= job->num_in || ptr[k] != buf[k] ||
             (b->filled[k] == start[k] && b->filled_rows[k] == rows && b->filled_n[k] == n)) {
             continue;
@@ -632,11 +641,25 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
             }
         }
     }
-    opf_ew_call(job, rows * n, ptr);
+    if (r->copies) { /* y = x (OPF_OP_PASS_THROUGH): the input itself is summed, with no kernel call */
+        const int64_t x_row = ptr[0] == buf[0] || rows == 1 ? n : job->strides[0][last - 1];
+        r->acc_fn(rows, n, ptr[0], x_row, acc[0], rows > 1 ? r->acc_stride[0][last - 1] : 0, r->acc_stride[0][last]);
+        return;
+    }
+    if (!per_row) {
+        opf_ew_call(job, rows * n, ptr);
+    }
+    for (int64_t i = 0; per_row && i < rows; i++) {
+        char *p[OPF_EW_OPERANDS];
+        for (int32_t k = 0; k < count; k++) {
+            p[k] = ptr[k] == buf[k] ? buf[k] + i * n * elem : start[k] + i * job->strides[k][last - 1] * elem;
+        }
+        opf_ew_call(job, n, p);
+    }
     for (int32_t j = 0; j < job->num_out; j++) {
         const int32_t k = job->num_in + j;
         if (r->summed[j]) {
-            r->acc_fn(rows, n, buf[k], acc[j], rows > 1 ? r->acc_stride[j][last - 1] : 0, r->acc_stride[j][last]);
+            r->acc_fn(rows, n, buf[k], n, acc[j], rows > 1 ? r->acc_stride[j][last - 1] : 0, r->acc_stride[j][last]);
         } else if (ptr[k] == buf[k]) {
             const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
             for (int64_t i = 0; i < rows; i++) {
@@ -721,7 +744,7 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c, char *scratch
     for (int32_t d = 0; d < job->rank; d++) {
         idx[d] = lo[d];
     }
-    const int64_t n = hi[last] - lo[last];
+    const int64_t n = hi[last] - lo[last], block = OPF_EW_RBLOCK / r->tile_rows;
     opf_ew_tile_bufs bufs;
     memset(&bufs, 0, sizeof bufs);
     for (int32_t k = 0; k < count; k++) {
@@ -747,8 +770,8 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c, char *scratch
             }
             at[j] = acc[j] != NULL ? acc[j] + off : NULL;
         }
-        for (int64_t done = 0; done < n; done += OPF_EW_RBLOCK) { /* blocks of `last` (one when rows > 1) */
-            const int64_t len = n - done < OPF_EW_RBLOCK ? n - done : OPF_EW_RBLOCK;
+        for (int64_t done = 0; done < n; done += block) { /* blocks of `last` (one, for short rows) */
+            const int64_t len = n - done < block ? n - done : block;
             char *p[OPF_EW_OPERANDS];
             double *a[OPF_MAX_ARGS];
             for (int32_t k = 0; k < count; k++) {
@@ -821,9 +844,21 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
     }
     opf_ew_layout(job, operands, opf_ew_reference(job, operands), job->num_in + first_summed);
     const int32_t rank = job->rank;
+    r.copies = job->copies && job->num_out == 1 && r.summed[0];
     r.acc_fn = opf_ew_acc_variant(job->elem);
     r.fill_fn = opf_ew_fill_variant(job->elem);
-    r.tile_rows = rank > 1 && job->shape[rank - 1] < OPF_EW_RBLOCK / 2 ? OPF_EW_RBLOCK / job->shape[rank - 1] : 1;
+    /* Short rows: tiles of as many rows as fit. Long rows of an input summed
+     * down its columns (a row that copies it): tiles of OPF_EW_SUM_ROWS rows
+     * (of as many columns as fit), which the accumulator takes at once, a
+     * quarter of its traffic (with a kernel's tile in between, they were
+     * slower). */
+    int sums_rows = 0;
+    for (int32_t j = 0; rank > 1 && j < job->num_out; j++) {
+        sums_rows |= r.summed[j] && job->strides[job->num_in + j][rank - 2] == 0 && job->shape[rank - 2] > 1;
+    }
+    r.tile_rows = rank > 1 && job->shape[rank - 1] < OPF_EW_RBLOCK / 2 ? OPF_EW_RBLOCK / job->shape[rank - 1]
+                  : sums_rows && r.copies                              ? OPF_EW_SUM_ROWS
+                                                                       : 1;
     /* Where to cut: the outermost dim every summed output keeps, if its
      * chunks are long enough; else partial sums along dim 0. */
     int64_t want = (n + OPF_EW_GRAIN - 1) / OPF_EW_GRAIN;
@@ -909,7 +944,7 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
                                   const opf_tensor *const *outputs, const opf_attr_value *attrs) {
     const opf_eltwise_kernel *kernel = op->eltwise;
     const opf_tensor *operands[OPF_EW_OPERANDS];
-    opf_ew_job job = {.num_in = op->num_inputs};
+    opf_ew_job job = {.num_in = op->num_inputs, .copies = (op->flags & OPF_OP_PASS_THROUGH) != 0};
     for (int32_t i = 0; i < op->num_inputs; i++) {
         operands[i] = inputs[i];
     }

@@ -407,11 +407,11 @@ static opf_status opf_validate_op(const opf_op_table *table, const opf_op_def *o
         return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s' has unknown flags 0x%x", op->name, (unsigned)op->flags);
     }
     if ((op->flags & OPF_OP_PASS_THROUGH) &&
-        (op->num_inputs < 1 || op->num_outputs != 1 || (op->inputs[0].flags & (OPF_ARG_OPTIONAL | OPF_ARG_MUTATED)) ||
-         (op->outputs[0].flags & OPF_ARG_OPTIONAL))) {
+        (!(op->flags & OPF_OP_ELEMENTWISE) || op->num_inputs < 1 || op->num_outputs != 1 ||
+         (op->inputs[0].flags & (OPF_ARG_OPTIONAL | OPF_ARG_MUTATED)) || (op->outputs[0].flags & OPF_ARG_OPTIONAL))) {
         return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
-                        "op '%s' is OPF_OP_PASS_THROUGH, which needs a required first input (not written in place) "
-                        "and exactly one required output",
+                        "op '%s' is OPF_OP_PASS_THROUGH, which needs an elementwise row with a required first input "
+                        "(not written in place) and exactly one required output",
                         op->name);
     }
     if (op->dtypes == 0 || (op->dtypes & ~(uint32_t)(OPF_DTYPES_F32 | OPF_DTYPES_F64)) != 0) {

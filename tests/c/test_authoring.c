@@ -496,8 +496,9 @@ TEST(test_declaration_mistakes) {
     const opf_op_decl two_out[2] = {{"sd(a, b) -> (s, d)", .eltwise = &sum_diff, .flags = OPF_OP_PASS_THROUGH}, {0}};
     const opf_ops_decl passes = {OPF_TABLE_ABI_VERSION, "badops", two_out};
     CHECK(opf_ops_resolve(&passes) == NULL, "a pass-through row with two outputs accepted");
-    CHECK_CONTAINS(opf_last_error(), "table 'badops': op 'sd' is OPF_OP_PASS_THROUGH, which needs a required first "
-                                     "input (not written in place) and exactly one required output");
+    CHECK_CONTAINS(opf_last_error(), "table 'badops': op 'sd' is OPF_OP_PASS_THROUGH, which needs an elementwise row "
+                                     "with a required first input (not written in place) and exactly one required "
+                                     "output");
     /* The table itself. */
     const opf_op_decl one[2] = {{"sq(x) -> y", .eltwise = &sq_plus}, {0}};
     const opf_ops_decl dashed = {OPF_TABLE_ABI_VERSION, "my-ops", one};

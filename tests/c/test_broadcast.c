@@ -470,6 +470,20 @@ TEST(test_large_reductions) {
             reduce_once("mul_grad", dt ? OPF_F64 : OPF_F32, 3, grad, TV_STEP2, &r);
         }
     }
+    /* Long rows summed down their columns, which sum_to (a row that copies
+     * its input) takes OPF_EW_SUM_ROWS rows at a time, in every layout (rows
+     * walked in place with a stride, gathered, reversed) and with a row
+     * count that leaves a short last tile. */
+    static const shape long_rows[][2] = {
+        {{2, {37, 1000}}, {1, {1000}}},
+        {{3, {3, 6, 700}}, {3, {3, 1, 700}}},
+        {{2, {5, 4096}}, {2, {1, 4096}}},
+    };
+    for (size_t c = 0; c < sizeof long_rows / sizeof long_rows[0]; c++) {
+        for (int l = 0; l < NUM_LAYOUTS; l++) {
+            reduce_once("sum_to", l % 2 ? OPF_F64 : OPF_F32, 2, long_rows[c], layouts[l], &r);
+        }
+    }
     binary_once("add", OPF_F32, (shape){2, {1000, 300}}, (shape){1, {300}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
     binary_once("mul", OPF_F64, (shape){2, {1000, 1}}, (shape){2, {1, 300}}, TV_CONTIG, TV_NEGATIVE, TV_TRANSPOSED, &r);
 }

@@ -493,6 +493,8 @@ TEST(test_validate_rejects_broken_tables) {
     EXPECT_INVALID_ROW(r, 1, "pass-through row with two outputs");
     r = user_sub, r.flags |= OPF_OP_PASS_THROUGH, r.inputs[0].flags = OPF_ARG_OPTIONAL;
     EXPECT_INVALID_ROW(r, 1, "pass-through row whose first input is optional");
+    r = user_rowsum, r.flags |= OPF_OP_PASS_THROUGH;
+    EXPECT_INVALID_ROW(r, 2, "pass-through row that is not elementwise");
 
     r = user_negate, r.num_inputs = OPF_MAX_ARGS + 1;
     EXPECT_INVALID_ROW(r, 0, "num_inputs > OPF_MAX_ARGS");
