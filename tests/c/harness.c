@@ -406,6 +406,14 @@ void *xcalloc(size_t count, size_t size) {
     return p;
 }
 
+const opf_op_table *resolve_once(const opf_ops_decl *decl, const opf_op_table **table) {
+    if (*table == NULL) {
+        *table = opf_ops_resolve(decl);
+        CHECK(*table != NULL, "table '%s' does not resolve: %s", decl->name, opf_last_error());
+    }
+    return *table;
+}
+
 void *xmalloc(size_t size) {
     void *p = malloc(size ? size : 1);
     if (p == NULL) {

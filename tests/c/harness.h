@@ -130,6 +130,11 @@ void fill_special(rng *r, opf_dtype dtype, void *x, size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xmalloc(size_t size);
 
+/* The table `decl` declares, resolved on first use into *table (release it
+ * with opf_ops_release at the end of main); a table that does not resolve
+ * is a test failure, and NULL. */
+const opf_op_table *resolve_once(const opf_ops_decl *decl, const opf_op_table **table);
+
 /* ------------------------------------------------------------------------ */
 /* Tensor views over owned memory, in any layout                             */
 /* ------------------------------------------------------------------------ */

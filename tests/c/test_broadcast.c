@@ -43,10 +43,7 @@ static const opf_op_decl user_decls[] = {
 static const opf_op_table *user_table(void) {
     static const opf_ops_decl decl = {OPF_TABLE_ABI_VERSION, "bops", user_decls};
     static const opf_op_table *table;
-    if (table == NULL) {
-        table = opf_ops_resolve(&decl);
-    }
-    return table;
+    return resolve_once(&decl, &table);
 }
 
 static const opf_op_def *builtin(const char *name) { return opf_op_find(opf_builtin_ops(), name); }
