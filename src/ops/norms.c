@@ -500,9 +500,9 @@ OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, 
 
 /* The derivatives of rms_norm_grad_grad's outputs along a tangent xt of x
  * (rms_norm_grad_grad_jvp) and rstdt of rstd (rms_norm_grad_grad_jvp_rstd);
- * absent: zero. rms_norm_grad_grad is linear in (dy, drstd), in (ddx, ddw),
- * and, with drstd and ddw absent, in w: it gives the rest of its tangent
- * rule itself. With c = r^3 / M, g = dy w, S = <g, x> + drstd, a = <ddx, x>,
+ * absent: zero; rms_norm_grad_grad_jvp_w (below) does w. rms_norm_grad_grad
+ * is linear in (dy, drstd) and in (ddx, ddw): it gives the rest of its
+ * tangent rule itself. With c = r^3 / M, g = dy w, S = <g, x> + drstd, a = <ddx, x>,
  * its outputs are
  *   gx = -c (ddx S + a g) + r ddw dy          grstd = <ddx, g> - 3 r^2 a S / M + <ddw, dy x>
  *   gdy = w (r ddx - c a x) + r ddw x         gw = sum over rows of dy (r ddx - c a x)
@@ -583,6 +583,35 @@ OPF_ROW_KERNEL(rms_norm_grad_grad_jvp_rstd, (x, rstd, dy, w, drstd, ddx, ddw, rs
                        gdrstdt[0] = (T)(-ct * a);
                    }
                })
+
+/* Along wt (rms_norm_grad_grad_jvp_w): w enters through g = dy w only, so
+ * gw and gdrstd do not move and the others take the part of g linear in w
+ * with g' = dy wt (drstd and ddw drop out):
+ *   gxt = -c (ddx <g', x> + a g')    grstdt = <ddx, g'> - 3 r^2 a <g', x> / M    gdyt = wt (r ddx - c a x)
+ * A row of its own, not rms_norm_grad_grad with wt as its w: an absent
+ * tangent must count as zero, an absent w counts as ones. */
+OPF_ROW_KERNEL(rms_norm_grad_grad_jvp_w, (x, rstd, dy, ddx, wt), (gxt, grstdt, gdyt), {
+    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m;
+    double a = 0, sw = 0, dgw = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double xi = NORMS_AT(x, i), dd = NORMS_OR(ddx, i, 0), gt = NORMS_OR(dy, i, 0) * NORMS_OR(wt, i, 0);
+        a += dd * xi;
+        sw += gt * xi;
+        dgw += dd * gt;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double dd = NORMS_OR(ddx, i, 0), wti = NORMS_OR(wt, i, 0);
+        if (gxt != NULL) {
+            gxt[i] = (T)(-c * (dd * sw + a * NORMS_OR(dy, i, 0) * wti));
+        }
+        if (gdyt != NULL) {
+            gdyt[i] = (T)(wti * (r * dd - c * a * NORMS_AT(x, i)));
+        }
+    }
+    if (grstdt != NULL) {
+        grstdt[0] = (T)(dgw - 3 * r * r * a * sw / m);
+    }
+})
 
 /* --- layer_norm --------------------------------------------------------------------------------------------------- */
 
@@ -846,10 +875,10 @@ OPF_ROW_KERNEL(layer_norm_grad_jvp_stats, (x, mean, rstd, dy, w, drstd, meant, r
 
 /* The derivatives of layer_norm_grad_grad's outputs along a tangent xt of x
  * (layer_norm_grad_grad_jvp), meant of mean (..._jvp_mean) and rstdt of
- * rstd (..._jvp_rstd); absent: zero. layer_norm_grad_grad is linear in (dy,
- * dmean, drstd), in ddx, and, with dmean and drstd absent, in w: it gives the
- * rest of its tangent rule itself; its gdmean = sum(ddx) / M moves with ddx
- * only. With xc = x - mean, g = dy w, K = r^3 / M, A = sum(ddx),
+ * rstd (..._jvp_rstd); absent: zero; ..._jvp_w (below) does w.
+ * layer_norm_grad_grad is linear in (dy, dmean, drstd) and in ddx: it gives
+ * the rest of its tangent rule itself; its gdmean = sum(ddx) / M moves with
+ * ddx only. With xc = x - mean, g = dy w, K = r^3 / M, A = sum(ddx),
  * b = <ddx, xc>, Sg = sum(g), T = <g, xc> + drstd, its outputs are
  *   gx = -K (ddx T + b g)       gmean = K (A T + b Sg)       grstd = <ddx, g> - A Sg / M - 3 r^2 b T / M
  *   gdy = w P, gw = sum over rows of dy P, with P = r (ddx - A / M) - K b xc
@@ -936,6 +965,42 @@ OPF_ROW_KERNEL(layer_norm_grad_grad_jvp_rstd, (x, mean, rstd, dy, w, drstd, ddx,
                                      kt * (sa * t + sb * sg), -6 * r * rt * sb * t / m, -kt * sb)
                })
 
+/* Along wt (layer_norm_grad_grad_jvp_w): w enters through g = dy w only, so
+ * gw, gdmean and gdrstd do not move and the others take the part of g
+ * linear in w with g' = dy wt (drstd drops out):
+ *   gxt = -K (ddx <g', xc> + b g')      gmeant = K (A <g', xc> + b sum(g'))
+ *   grstdt = <ddx, g'> - A sum(g') / M - 3 r^2 b <g', xc> / M
+ *   gdyt = wt (r (ddx - A / M) - K b xc)
+ * A row of its own, not layer_norm_grad_grad with wt as its w: an absent
+ * tangent must count as zero, an absent w counts as ones. */
+OPF_ROW_KERNEL(layer_norm_grad_grad_jvp_w, (x, mean, rstd, dy, ddx, wt), (gxt, gmeant, grstdt, gdyt), {
+    const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, k = r * r * r / m;
+    double sa = 0, sb = 0, tw = 0, sw = 0, dgw = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dd = NORMS_OR(ddx, i, 0), gt = NORMS_OR(dy, i, 0) * NORMS_OR(wt, i, 0);
+        sa += dd;
+        sb += dd * xc;
+        tw += gt * xc;
+        sw += gt;
+        dgw += dd * gt;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dd = NORMS_OR(ddx, i, 0), wti = NORMS_OR(wt, i, 0);
+        if (gxt != NULL) {
+            gxt[i] = (T)(-k * (dd * tw + sb * NORMS_OR(dy, i, 0) * wti));
+        }
+        if (gdyt != NULL) {
+            gdyt[i] = (T)(wti * (r * (dd - sa / m) - k * sb * xc));
+        }
+    }
+    if (gmeant != NULL) {
+        gmeant[0] = (T)(k * (sa * tw + sb * sw));
+    }
+    if (grstdt != NULL) {
+        grstdt[0] = (T)(dgw - sa * sw / m - 3 * r * r * sb * tw / m);
+    }
+})
+
 /* The derivatives of layer_norm_grad_grad_affine's outputs along tangents
  * xt, meant and rstdt of x, mean and rstd (absent: zero); it is linear in dy
  * and in (ddw, ddb) and gives the rest of its tangent rule itself. With
@@ -983,8 +1048,8 @@ OPF_ROW_KERNEL(layer_norm_grad_grad_affine_jvp, (x, mean, rstd, dy, ddw, xt, mea
  * z and u; F is linear in u and in v. So GG's tangent is GG with u' in place
  * of u, plus GG with v' in place of v, plus F's second derivatives along z':
  * the GG_jvp rows (log_softmax_grad_grad_jvp, rms_norm_grad_grad_jvp*,
- * layer_norm_grad_grad_jvp*, layer_norm_grad_grad_affine_jvp; w' through GG
- * itself, which is linear in w once drstd, dmean and ddw are absent). The
+ * layer_norm_grad_grad_jvp*, layer_norm_grad_grad_affine_jvp; split by
+ * direction, x, mean, rstd, w, as a row takes 8 inputs at most). The
  * second derivatives are symmetric, so GG's gradient from cotangents c_z, c_u
  * of its outputs is: for z, GG with c_u as u, plus the GG_jvp rows with c_z as
  * the tangents (which also give u's); for v, G with c_u as u plus G's
@@ -1101,12 +1166,12 @@ const opf_op_decl opf_decl_rms_norm_grad_grad = {
     .grad = "dx, drstd, _, dw, _ = rms_norm_grad_grad(x, rstd, dgdy, w, dgdrstd, ddx, ddw); "
             "dx, drstd, ddy, dw, ddrstd = rms_norm_grad_grad_jvp(x, rstd, dy, w, drstd, ddx, ddw, dgx); "
             "dx, drstd, ddy, dw, ddrstd = rms_norm_grad_grad_jvp_rstd(x, rstd, dy, w, drstd, ddx, ddw, dgrstd); "
-            "dx, drstd, ddy, _, _ = rms_norm_grad_grad(x, rstd, dy, dgw, _, ddx, _); "
+            "dx, drstd, ddy = rms_norm_grad_grad_jvp_w(x, rstd, dy, ddx, dgw); "
             "dddx, dddw = rms_norm_grad(x, rstd, dgdy, w, dgdrstd); "
             "dddx, dddw = rms_norm_grad_jvp(x, rstd, dy, w, drstd, dgx, dgrstd, dgw)",
     .jvp = "gx', grstd', _, gw', _ = rms_norm_grad_grad(x, rstd, dy', w, drstd', ddx, ddw); "
            "gx', grstd', gdy', gw', gdrstd' = rms_norm_grad_grad(x, rstd, dy, w, drstd, ddx', ddw'); "
-           "gx', grstd', gdy', _, _ = rms_norm_grad_grad(x, rstd, dy, w', _, ddx, _); "
+           "gx', grstd', gdy' = rms_norm_grad_grad_jvp_w(x, rstd, dy, ddx, w'); "
            "gx', grstd', gdy', gw', gdrstd' = rms_norm_grad_grad_jvp(x, rstd, dy, w, drstd, ddx, ddw, x'); "
            "gx', grstd', gdy', gw', gdrstd' = rms_norm_grad_grad_jvp_rstd(x, rstd, dy, w, drstd, ddx, ddw, rstd')",
     .arg_docs = "x: rms_norm_grad's x; rstd: rms_norm_grad's rstd; dy: rms_norm_grad's dy, optional; w: "
@@ -1141,6 +1206,18 @@ const opf_op_decl opf_decl_rms_norm_grad_grad_jvp = {
            "a cotangent of its gx as xt, the gradients of x, rstd, dy, w and drstd that it gives.",
     .arg_docs = NORMS_RMS_GG_JVP_DOCS("xt: tangent of x, optional"),
     .row = &rms_norm_grad_grad_jvp,
+};
+
+const opf_op_decl opf_decl_rms_norm_grad_grad_jvp_w = {
+    "rms_norm_grad_grad_jvp_w(x[..., M], rstd[...], dy[..., M]?, ddx[..., M]?, wt[M]?) -> (gxt[..., M]?, "
+    "grstdt[...]?, gdyt[..., M]?)",
+    .doc = "The derivative of rms_norm_grad_grad's gx, grstd and gdy along a tangent wt of w (absent: zero; its gw "
+           "and gdrstd do not move with w). Symmetric: with a cotangent of its gw as wt, the gradients of x, rstd "
+           "and dy that it gives.",
+    .arg_docs = "x: rms_norm_grad_grad's x; rstd: rms_norm_grad_grad's rstd; dy: rms_norm_grad_grad's dy, optional; "
+                "ddx: rms_norm_grad_grad's ddx, optional; wt: tangent of w, optional; gxt: tangent of gx; grstdt: "
+                "tangent of grstd; gdyt: tangent of gdy",
+    .row = &rms_norm_grad_grad_jvp_w,
 };
 
 const opf_op_decl opf_decl_rms_norm_grad_grad_jvp_rstd = {
@@ -1199,14 +1276,14 @@ const opf_op_decl opf_decl_layer_norm_grad_grad = {
             "dgmean); "
             "dx, dmean, drstd, ddy, dw, ddrstd = layer_norm_grad_grad_jvp_rstd(x, mean, rstd, dy, w, drstd, ddx, "
             "dgrstd); "
-            "dx, dmean, drstd, ddy, _, _, _ = layer_norm_grad_grad(x, mean, rstd, dy, dgw, _, _, ddx); "
+            "dx, dmean, drstd, ddy = layer_norm_grad_grad_jvp_w(x, mean, rstd, dy, ddx, dgw); "
             "dddx, _, _ = layer_norm_grad(x, mean, rstd, dgdy, w, dgdmean, dgdrstd); "
             "dddx, _ = layer_norm_grad_jvp(x, mean, rstd, dy, w, drstd, dgx, dgw); "
             "dddx, _ = layer_norm_grad_jvp_stats(x, mean, rstd, dy, w, drstd, dgmean, dgrstd)",
     .jvp = "gx', gmean', grstd', _, gw', _, _ = layer_norm_grad_grad(x, mean, rstd, dy', w, _, drstd', ddx); "
            "gx', gmean', grstd', gdy', gw', gdmean', gdrstd' = layer_norm_grad_grad(x, mean, rstd, dy, w, _, drstd, "
            "ddx'); "
-           "gx', gmean', grstd', gdy', _, _, _ = layer_norm_grad_grad(x, mean, rstd, dy, w', _, _, ddx); "
+           "gx', gmean', grstd', gdy' = layer_norm_grad_grad_jvp_w(x, mean, rstd, dy, ddx, w'); "
            "gx', gmean', grstd', gdy', gw', gdrstd' = layer_norm_grad_grad_jvp(x, mean, rstd, dy, w, drstd, ddx, x'); "
            "gx', gmean', grstd', gdy', gw', gdrstd' = layer_norm_grad_grad_jvp_mean(x, mean, rstd, dy, w, drstd, ddx, "
            "mean'); "
@@ -1300,6 +1377,18 @@ const opf_op_decl opf_decl_layer_norm_grad_grad_jvp_rstd = {
            "it gives.",
     .arg_docs = NORMS_LN_GG_JVP_DOCS("rstdt: tangent of rstd, optional"),
     .row = &layer_norm_grad_grad_jvp_rstd,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_grad_jvp_w = {
+    "layer_norm_grad_grad_jvp_w(x[..., M], mean[...], rstd[...], dy[..., M]?, ddx[..., M]?, wt[M]?) -> "
+    "(gxt[..., M]?, gmeant[...]?, grstdt[...]?, gdyt[..., M]?)",
+    .doc = "The derivative of layer_norm_grad_grad's gx, gmean, grstd and gdy along a tangent wt of w (absent: "
+           "zero; its gw, gdmean and gdrstd do not move with w). Symmetric: with a cotangent of its gw as wt, the "
+           "gradients of x, mean, rstd and dy that it gives.",
+    .arg_docs = "x: layer_norm_grad_grad's x; mean: its mean; rstd: its rstd; dy: its dy, optional; ddx: its ddx, "
+                "optional; wt: tangent of w, optional; gxt: tangent of gx; gmeant: tangent of gmean; grstdt: tangent "
+                "of grstd; gdyt: tangent of gdy",
+    .row = &layer_norm_grad_grad_jvp_w,
 };
 
 const opf_op_decl opf_decl_layer_norm_grad_grad_affine_jvp = {
