@@ -1046,17 +1046,20 @@ OPF_ROW_KERNEL(layer_norm_grad_grad_affine_jvp, (x, mean, rstd, dy, ddw, xt, mea
  * F = <v, G(z; u)> (v: the cotangents of G's outputs, ddx...; u: G's inputs
  * it is linear in, dy, drstd...; z: the rest, x, rstd, w...) with respect to
  * z and u; F is linear in u and in v. So GG's tangent is GG with u' in place
- * of u, plus GG with v' in place of v, plus F's second derivatives along z':
- * the GG_jvp rows (log_softmax_grad_grad_jvp, rms_norm_grad_grad_jvp*,
+ * of u (its gradients of z: those of u do not move with u), plus GG with v'
+ * in place of v, plus F's second derivatives along z': the GG_jvp rows
+ * (log_softmax_grad_grad_jvp, rms_norm_grad_grad_jvp*,
  * layer_norm_grad_grad_jvp*, layer_norm_grad_grad_affine_jvp; split by
- * direction, x, mean, rstd, w, as a row takes 8 inputs at most). The
- * second derivatives are symmetric, so GG's gradient from cotangents c_z, c_u
- * of its outputs is: for z, GG with c_u as u, plus the GG_jvp rows with c_z as
- * the tangents (which also give u's); for v, G with c_u as u plus G's
- * tangent along c_z (G_jvp). Every output of GG is covered (a tangent rule
- * left out would be a silent zero at third order); the GG_jvp and G_jvp rows
- * declare no rules: third order in forward over forward over forward, or
- * beyond GG's gradient, is an error naming them. */
+ * direction, x, mean, rstd, w, as a row takes 8 inputs at most). The second
+ * derivatives are symmetric, so GG's gradient from cotangents c_z, c_u of its
+ * outputs is: for z, GG with c_u as u plus the GG_jvp rows with c_z as the
+ * tangents (which also give u's); for v, G with c_u as u plus G's tangent
+ * along c_z (the G_jvp rows; log_softmax: GG's gy). Every output of GG is
+ * covered (a tangent rule left out would be a silent zero at third order).
+ * The GG_jvp and G_jvp rows declare no rules: forward to third order, and
+ * any order that differentiates them (reverse over forward over forward),
+ * is an error naming one; third-order reverse, and forward over reverse over
+ * reverse, only evaluate them. */
 
 const opf_op_decl opf_decl_softmax = {
     "softmax(x[..., M]) -> y[..., M]",
