@@ -1,7 +1,8 @@
 /*
  * norms.c — the row-wise built-ins of a transformer block, over the last
- * axis: softmax, log_softmax, layer_norm, rms_norm, their gradients and the
- * gradients of those (second order). Each is the math of one row
+ * axis: softmax, log_softmax, layer_norm, rms_norm, their gradients, the
+ * gradients of those (second order) and the tangents of these (forward over
+ * forward, third-order reverse). Each is the math of one row
  * (OPF_ROW_KERNEL) and a declaration, exactly what a user writes for a
  * row-wise op of their own; the row engine does strides, threads, the
  * per-ISA builds, and the sums over rows of the weight gradients (outputs
@@ -268,6 +269,30 @@ OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, y, dy), (gdy, gy), {
     }
 })
 
+/* The derivative of log_softmax_grad_grad's gdy and gy along a tangent yt of
+ * y (absent: zero); log_softmax_grad_grad itself gives those along ddx and
+ * dy, in which it is linear. With p = exp(y), S = sum(dy):
+ *   gdy = ddx - <ddx, p>  ->  gdyt = -<ddx, p yt>
+ *   gy = -ddx p S         ->  gyt = -ddx p yt S
+ * The second derivatives are symmetric: with a cotangent of gy as yt, gdyt
+ * and gyt are the gradients of dy and y (log_softmax_grad_grad's own
+ * gradient rule). */
+OPF_ROW_KERNEL(log_softmax_grad_grad_jvp, (ddx, y, dy, yt), (gdyt, gyt), {
+    double a = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        a += NORMS_AT(ddx, i) * opf_exp(NORMS_AT(y, i)) * NORMS_OR(yt, i, 0);
+        s += NORMS_OR(dy, i, 0);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (gdyt != NULL) {
+            gdyt[i] = (T)(-a);
+        }
+        if (gyt != NULL) {
+            gyt[i] = (T)(-(NORMS_AT(ddx, i) * opf_exp(NORMS_AT(y, i)) * NORMS_OR(yt, i, 0)) * s);
+        }
+    }
+})
+
 /* --- rms_norm ----------------------------------------------------------------------------------------------------- */
 
 /* sum(g) and sum(g (x - mu)) with g = dy w, in one pass: the lanes of
@@ -470,6 +495,121 @@ OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, 
         if (dwt != NULL) {
             dwt[i] += (T)(dyi * (xti * r + xi * rt));
         }
+    }
+})
+
+/* The derivatives of rms_norm_grad_grad's outputs along a tangent xt of x
+ * (rms_norm_grad_grad_jvp) and rstdt of rstd (rms_norm_grad_grad_jvp_rstd);
+ * absent: zero; rms_norm_grad_grad_jvp_w (below) does w. rms_norm_grad_grad
+ * is linear in (dy, drstd) and in (ddx, ddw): it gives the rest of its
+ * tangent rule itself. With c = r^3 / M, g = dy w, S = <g, x> + drstd, a = <ddx, x>,
+ * its outputs are
+ *   gx = -c (ddx S + a g) + r ddw dy          grstd = <ddx, g> - 3 r^2 a S / M + <ddw, dy x>
+ *   gdy = w (r ddx - c a x) + r ddw x         gw = sum over rows of dy (r ddx - c a x)
+ *   gdrstd = -c a.
+ * Along xt (S' = <g, xt>, a' = <ddx, xt>, c and r fixed):
+ *   gxt = -c (ddx S' + a' g)                  grstdt = -3 r^2 (a' S + a S') / M + <ddw, dy xt>
+ *   gdyt = -c w (a' x + a xt) + r ddw xt      gwt = sum over rows of -c dy (a' x + a xt)
+ *   gdrstdt = -c a'
+ * Along rstdt (c' = 3 r^2 rstdt / M):
+ *   gxt = -c' (ddx S + a g) + rstdt ddw dy    grstdt = -6 r rstdt a S / M
+ *   gdyt = w (rstdt ddx - c' a x) + rstdt ddw x
+ *   gwt = sum over rows of dy (rstdt ddx - c' a x)
+ *   gdrstdt = -c' a
+ * These are second derivatives of <ddx, dx> + <ddw, dw> (rms_norm_grad's
+ * outputs), symmetric: with cotangents of gx, grstd as xt, rstdt they are
+ * also the gradients that rms_norm_grad_grad's gradient rule takes from
+ * them. */
+#define NORMS_RMS_GG_SUMS                                                                                              \
+    const double r = rstd[0], m = n > 0 ? (double)n : 1;                                                               \
+    double s = NORMS_OR(drstd, 0, 0), a = 0;                                                                           \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+        s += NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1) * NORMS_AT(x, i);                                                  \
+        a += NORMS_OR(ddx, i, 0) * NORMS_AT(x, i);                                                                     \
+    }
+
+OPF_ROW_KERNEL(rms_norm_grad_grad_jvp, (x, rstd, dy, w, drstd, ddx, ddw, xt), (gxt, grstdt, gdyt, gwt, gdrstdt), {
+    NORMS_RMS_GG_SUMS
+    const double c = r * r * r / m;
+    double st = 0, at = 0, et = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double dyi = NORMS_OR(dy, i, 0), xti = NORMS_OR(xt, i, 0);
+        st += dyi * NORMS_OR(w, i, 1) * xti;
+        at += NORMS_OR(ddx, i, 0) * xti;
+        et += NORMS_OR(ddw, i, 0) * dyi * xti;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double xi = NORMS_AT(x, i), xti = NORMS_OR(xt, i, 0), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1),
+                     dd = NORMS_OR(ddx, i, 0), proj = -c * (at * xi + a * xti);
+        if (gxt != NULL) {
+            gxt[i] = (T)(-c * (dd * st + at * dyi * wi));
+        }
+        if (gdyt != NULL) {
+            gdyt[i] = (T)(wi * proj + r * NORMS_OR(ddw, i, 0) * xti);
+        }
+        if (gwt != NULL) {
+            gwt[i] += (T)(dyi * proj);
+        }
+    }
+    if (grstdt != NULL) {
+        grstdt[0] = (T)(-3 * r * r * (at * s + a * st) / m + et);
+    }
+    if (gdrstdt != NULL) {
+        gdrstdt[0] = (T)(-c * at);
+    }
+})
+
+OPF_ROW_KERNEL(rms_norm_grad_grad_jvp_rstd, (x, rstd, dy, w, drstd, ddx, ddw, rstdt), (gxt, grstdt, gdyt, gwt, gdrstdt),
+               {
+                   NORMS_RMS_GG_SUMS
+                   const double rt = NORMS_OR(rstdt, 0, 0), ct = 3 * r * r * rt / m;
+                   for (int64_t i = 0; i < n; i++) {
+                       const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1),
+                                    dd = NORMS_OR(ddx, i, 0), dw_i = NORMS_OR(ddw, i, 0), proj = rt * dd - ct * a * xi;
+                       if (gxt != NULL) {
+                           gxt[i] = (T)(-ct * (dd * s + a * dyi * wi) + rt * dw_i * dyi);
+                       }
+                       if (gdyt != NULL) {
+                           gdyt[i] = (T)(wi * proj + rt * dw_i * xi);
+                       }
+                       if (gwt != NULL) {
+                           gwt[i] += (T)(dyi * proj);
+                       }
+                   }
+                   if (grstdt != NULL) {
+                       grstdt[0] = (T)(-6 * r * rt * a * s / m);
+                   }
+                   if (gdrstdt != NULL) {
+                       gdrstdt[0] = (T)(-ct * a);
+                   }
+               })
+
+/* Along wt (rms_norm_grad_grad_jvp_w): w enters through g = dy w only, so
+ * gw and gdrstd do not move and the others take the part of g linear in w
+ * with g' = dy wt (drstd and ddw drop out):
+ *   gxt = -c (ddx <g', x> + a g')    grstdt = <ddx, g'> - 3 r^2 a <g', x> / M    gdyt = wt (r ddx - c a x)
+ * A row of its own, not rms_norm_grad_grad with wt as its w: an absent
+ * tangent must count as zero, an absent w counts as ones. */
+OPF_ROW_KERNEL(rms_norm_grad_grad_jvp_w, (x, rstd, dy, ddx, wt), (gxt, grstdt, gdyt), {
+    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m;
+    double a = 0, sw = 0, dgw = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double xi = NORMS_AT(x, i), dd = NORMS_OR(ddx, i, 0), gt = NORMS_OR(dy, i, 0) * NORMS_OR(wt, i, 0);
+        a += dd * xi;
+        sw += gt * xi;
+        dgw += dd * gt;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double dd = NORMS_OR(ddx, i, 0), wti = NORMS_OR(wt, i, 0);
+        if (gxt != NULL) {
+            gxt[i] = (T)(-c * (dd * sw + a * NORMS_OR(dy, i, 0) * wti));
+        }
+        if (gdyt != NULL) {
+            gdyt[i] = (T)(wti * (r * dd - c * a * NORMS_AT(x, i)));
+        }
+    }
+    if (grstdt != NULL) {
+        grstdt[0] = (T)(dgw - 3 * r * r * a * sw / m);
     }
 })
 
@@ -733,14 +873,193 @@ OPF_ROW_KERNEL(layer_norm_grad_jvp_stats, (x, mean, rstd, dy, w, drstd, meant, r
     }
 })
 
+/* The derivatives of layer_norm_grad_grad's outputs along a tangent xt of x
+ * (layer_norm_grad_grad_jvp), meant of mean (..._jvp_mean) and rstdt of
+ * rstd (..._jvp_rstd); absent: zero; ..._jvp_w (below) does w.
+ * layer_norm_grad_grad is linear in (dy, dmean, drstd) and in ddx: it gives
+ * the rest of its tangent rule itself; its gdmean = sum(ddx) / M moves with
+ * ddx only. With xc = x - mean, g = dy w, K = r^3 / M, A = sum(ddx),
+ * b = <ddx, xc>, Sg = sum(g), T = <g, xc> + drstd, its outputs are
+ *   gx = -K (ddx T + b g)       gmean = K (A T + b Sg)       grstd = <ddx, g> - A Sg / M - 3 r^2 b T / M
+ *   gdy = w P, gw = sum over rows of dy P, with P = r (ddx - A / M) - K b xc
+ *   gdrstd = -K b.
+ * Along xt (b' = <ddx, xt>, T' = <g, xt>):
+ *   gxt = -K (ddx T' + b' g)    gmeant = K (A T' + b' Sg)    grstdt = -3 r^2 (b' T + b T') / M
+ *   P' = -K (b' xc + b xt)      gdrstdt = -K b'
+ * Along meant (xc' = -meant: b' = -meant A, T' = -meant Sg):
+ *   gxt = K meant (ddx Sg + A g)    gmeant = -2 K meant A Sg    grstdt = 3 r^2 meant (A T + b Sg) / M
+ *   P' = K meant (A xc + b)         gdrstdt = K meant A
+ * Along rstdt (K' = 3 r^2 rstdt / M):
+ *   gxt = -K' (ddx T + b g)     gmeant = K' (A T + b Sg)     grstdt = -6 r rstdt b T / M
+ *   P' = rstdt (ddx - A / M) - K' b xc                       gdrstdt = -K' b
+ * and gdyt = w P', gwt = sum over rows of dy P'. Second derivatives of
+ * <ddx, dx> (dx layer_norm_grad's), symmetric: with cotangents of gx, gmean
+ * and grstd as the tangents they are also the gradients that
+ * layer_norm_grad_grad's gradient rule takes from those. */
+#define NORMS_LN_GG_SUMS                                                                                               \
+    const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1;                                                 \
+    double sa = 0, sb = 0, sg = 0, t = NORMS_OR(drstd, 0, 0);                                                          \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+        const double xc = NORMS_AT(x, i) - mu, dd = NORMS_OR(ddx, i, 0), g = NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1);   \
+        sa += dd;                                                                                                      \
+        sb += dd * xc;                                                                                                 \
+        sg += g;                                                                                                       \
+        t += g * xc;                                                                                                   \
+    }
+
+/* The outputs from the row's P' (pt, of element i) and the statistics'
+ * tangents (gxt from its own expression). */
+#define NORMS_LN_GG_STORE(gxt_i, pt_i, gmeant_v, grstdt_v, gdrstdt_v)                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+        const double xc = NORMS_AT(x, i) - mu, dd = NORMS_OR(ddx, i, 0), dyi = NORMS_OR(dy, i, 0),                     \
+                     wi = NORMS_OR(w, i, 1), g = dyi * wi;                                                             \
+        (void)xc, (void)dd, (void)g;                                                                                   \
+        if (gxt != NULL) {                                                                                             \
+            gxt[i] = (T)(gxt_i);                                                                                       \
+        }                                                                                                              \
+        const double pt = (pt_i);                                                                                      \
+        if (gdyt != NULL) {                                                                                            \
+            gdyt[i] = (T)(wi * pt);                                                                                    \
+        }                                                                                                              \
+        if (gwt != NULL) {                                                                                             \
+            gwt[i] += (T)(dyi * pt);                                                                                   \
+        }                                                                                                              \
+    }                                                                                                                  \
+    if (gmeant != NULL) {                                                                                              \
+        gmeant[0] = (T)(gmeant_v);                                                                                     \
+    }                                                                                                                  \
+    if (grstdt != NULL) {                                                                                              \
+        grstdt[0] = (T)(grstdt_v);                                                                                     \
+    }                                                                                                                  \
+    if (gdrstdt != NULL) {                                                                                             \
+        gdrstdt[0] = (T)(gdrstdt_v);                                                                                   \
+    }
+
+OPF_ROW_KERNEL(layer_norm_grad_grad_jvp, (x, mean, rstd, dy, w, drstd, ddx, xt),
+               (gxt, gmeant, grstdt, gdyt, gwt, gdrstdt), {
+                   NORMS_LN_GG_SUMS
+                   const double k = r * r * r / m;
+                   double bt = 0, tt = 0;
+                   for (int64_t i = 0; i < n; i++) {
+                       const double xti = NORMS_OR(xt, i, 0);
+                       bt += NORMS_OR(ddx, i, 0) * xti;
+                       tt += NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1) * xti;
+                   }
+                   NORMS_LN_GG_STORE(-k * (dd * tt + bt * g), -k * (bt * xc + sb * NORMS_OR(xt, i, 0)),
+                                     k * (sa * tt + bt * sg), -3 * r * r * (bt * t + sb * tt) / m, -k * bt)
+               })
+
+OPF_ROW_KERNEL(layer_norm_grad_grad_jvp_mean, (x, mean, rstd, dy, w, drstd, ddx, meant),
+               (gxt, gmeant, grstdt, gdyt, gwt, gdrstdt), {
+                   NORMS_LN_GG_SUMS
+                   const double k = r * r * r / m, mt = NORMS_OR(meant, 0, 0);
+                   NORMS_LN_GG_STORE(k * mt * (dd * sg + sa * g), k * mt * (sa * xc + sb), -2 * k * mt * sa * sg,
+                                     3 * r * r * mt * (sa * t + sb * sg) / m, k * mt * sa)
+               })
+
+OPF_ROW_KERNEL(layer_norm_grad_grad_jvp_rstd, (x, mean, rstd, dy, w, drstd, ddx, rstdt),
+               (gxt, gmeant, grstdt, gdyt, gwt, gdrstdt), {
+                   NORMS_LN_GG_SUMS
+                   const double rt = NORMS_OR(rstdt, 0, 0), kt = 3 * r * r * rt / m;
+                   NORMS_LN_GG_STORE(-kt * (dd * t + sb * g), rt * (dd - sa / m) - kt * sb * xc,
+                                     kt * (sa * t + sb * sg), -6 * r * rt * sb * t / m, -kt * sb)
+               })
+
+/* Along wt (layer_norm_grad_grad_jvp_w): w enters through g = dy w only, so
+ * gw, gdmean and gdrstd do not move and the others take the part of g
+ * linear in w with g' = dy wt (drstd drops out):
+ *   gxt = -K (ddx <g', xc> + b g')      gmeant = K (A <g', xc> + b sum(g'))
+ *   grstdt = <ddx, g'> - A sum(g') / M - 3 r^2 b <g', xc> / M
+ *   gdyt = wt (r (ddx - A / M) - K b xc)
+ * A row of its own, not layer_norm_grad_grad with wt as its w: an absent
+ * tangent must count as zero, an absent w counts as ones. */
+OPF_ROW_KERNEL(layer_norm_grad_grad_jvp_w, (x, mean, rstd, dy, ddx, wt), (gxt, gmeant, grstdt, gdyt), {
+    const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, k = r * r * r / m;
+    double sa = 0, sb = 0, tw = 0, sw = 0, dgw = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dd = NORMS_OR(ddx, i, 0), gt = NORMS_OR(dy, i, 0) * NORMS_OR(wt, i, 0);
+        sa += dd;
+        sb += dd * xc;
+        tw += gt * xc;
+        sw += gt;
+        dgw += dd * gt;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double xc = NORMS_AT(x, i) - mu, dd = NORMS_OR(ddx, i, 0), wti = NORMS_OR(wt, i, 0);
+        if (gxt != NULL) {
+            gxt[i] = (T)(-k * (dd * tw + sb * NORMS_OR(dy, i, 0) * wti));
+        }
+        if (gdyt != NULL) {
+            gdyt[i] = (T)(wti * (r * (dd - sa / m) - k * sb * xc));
+        }
+    }
+    if (gmeant != NULL) {
+        gmeant[0] = (T)(k * (sa * tw + sb * sw));
+    }
+    if (grstdt != NULL) {
+        grstdt[0] = (T)(dgw - sa * sw / m - 3 * r * r * sb * tw / m);
+    }
+})
+
+/* The derivatives of layer_norm_grad_grad_affine's outputs along tangents
+ * xt, meant and rstdt of x, mean and rstd (absent: zero); it is linear in dy
+ * and in (ddw, ddb) and gives the rest of its tangent rule itself. With
+ * xc = x - mean, h = ddw dy and e = xt - meant, its outputs gx = r h,
+ * gmean = -r sum(h), grstd = <h, xc>, gdy = r ddw xc + ddb move as
+ *   gxt = rstdt h, gmeant = -rstdt sum(h), grstdt = <h, e>, gdyt = ddw (rstdt xc + r e)
+ * (symmetric second derivatives: with cotangents of gx, gmean and grstd as
+ * the tangents, also the gradients its gradient rule takes from those). */
+OPF_ROW_KERNEL(layer_norm_grad_grad_affine_jvp, (x, mean, rstd, dy, ddw, xt, meant, rstdt), (gxt, gmeant, grstdt, gdyt),
+               {
+                   const double mu = mean[0], r = rstd[0], mt = NORMS_OR(meant, 0, 0), rt = NORMS_OR(rstdt, 0, 0);
+                   double sh = 0, she = 0;
+                   for (int64_t i = 0; i < n; i++) {
+                       const double xc = NORMS_AT(x, i) - mu, dwi = NORMS_OR(ddw, i, 0), h = dwi * NORMS_OR(dy, i, 0),
+                                    e = NORMS_OR(xt, i, 0) - mt;
+                       sh += h;
+                       she += h * e;
+                       if (gxt != NULL) {
+                           gxt[i] = (T)(rt * h);
+                       }
+                       if (gdyt != NULL) {
+                           gdyt[i] = (T)(dwi * (rt * xc + r * e));
+                       }
+                   }
+                   if (gmeant != NULL) {
+                       gmeant[0] = (T)(-rt * sh);
+                   }
+                   if (grstdt != NULL) {
+                       grstdt[0] = (T)she;
+                   }
+               })
+
 /* --- declarations ------------------------------------------------------------------------------------------------- */
 
 /* Each forward op R has a gradient row G (R.grad), whose own gradient row GG
  * (G.grad) also gives the terms of R's and G's tangent rules that G cannot:
  * R.jvp and G.jvp name G, GG and (rms_norm, layer_norm) rows of G's
- * derivative along its non-linear inputs. That closes second order in both
- * modes; GG and the *_jvp rows declare no rules (third order is an error
- * naming them). */
+ * derivative along its non-linear inputs (G_jvp).
+ *
+ * Forward over forward evaluates R.jvp under a second tangent, so GG needs
+ * tangent rules too, and reverse over forward needs GG's gradient rules.
+ * Both come from one structure. GG's outputs are the gradients of
+ * F = <v, G(z; u)> (v: the cotangents of G's outputs, ddx...; u: G's inputs
+ * it is linear in, dy, drstd...; z: the rest, x, rstd, w...) with respect to
+ * z and u; F is linear in u and in v. So GG's tangent is GG with u' in place
+ * of u (its gradients of z: those of u do not move with u), plus GG with v'
+ * in place of v, plus F's second derivatives along z': the GG_jvp rows
+ * (log_softmax_grad_grad_jvp, rms_norm_grad_grad_jvp*,
+ * layer_norm_grad_grad_jvp*, layer_norm_grad_grad_affine_jvp; split by
+ * direction, x, mean, rstd, w, as a row takes 8 inputs at most). The second
+ * derivatives are symmetric, so GG's gradient from cotangents c_z, c_u of its
+ * outputs is: for z, GG with c_u as u plus the GG_jvp rows with c_z as the
+ * tangents (which also give u's); for v, G with c_u as u plus G's tangent
+ * along c_z (the G_jvp rows; log_softmax: GG's gy). Every output of GG is
+ * covered (a tangent rule left out would be a silent zero at third order).
+ * The GG_jvp and G_jvp rows declare no rules: forward to third order, and
+ * any order that differentiates them (reverse over forward over forward),
+ * is an error naming one; third-order reverse, and forward over reverse over
+ * reverse, only evaluate them. */
 
 const opf_op_decl opf_decl_softmax = {
     "softmax(x[..., M]) -> y[..., M]",
@@ -795,9 +1114,23 @@ const opf_op_decl opf_decl_log_softmax_grad_grad = {
     .doc = "Second derivatives of log_softmax_grad: with ddx the gradient flowing into its dx and p = exp(y), "
            "gdy = ddx - sum(ddx * p) (also log_softmax's Jacobian applied to ddx) and gy = -ddx * p * sum(dy) per "
            "row (zero without dy).",
+    .grad = "_, dy = log_softmax_grad_grad(ddx, y, dgdy); ddy, dy = log_softmax_grad_grad_jvp(ddx, y, dy, dgy); "
+            "dddx = log_softmax_grad(dgdy, y); _, dddx = log_softmax_grad_grad(dgy, y, dy)",
+    .jvp = "gdy', gy' = log_softmax_grad_grad(ddx', y, dy); _, gy' = log_softmax_grad_grad(ddx, y, dy'); "
+           "gdy', gy' = log_softmax_grad_grad_jvp(ddx, y, dy, y')",
     .arg_docs = "ddx: gradient of log_softmax_grad's dx (or a tangent); y: log_softmax_grad's y; dy: "
                 "log_softmax_grad's dy, optional; gdy: gradient of dy; gy: gradient of y",
     .row = &log_softmax_grad_grad,
+};
+
+const opf_op_decl opf_decl_log_softmax_grad_grad_jvp = {
+    "log_softmax_grad_grad_jvp(ddx[..., M], y[..., M], dy[..., M]?, yt[..., M]?) -> (gdyt[..., M]?, gyt[..., M]?)",
+    .doc = "The derivative of log_softmax_grad_grad's gdy and gy along a tangent yt of y (absent: zero): with "
+           "p = exp(y), gdyt = -sum(ddx * p * yt) and gyt = -ddx * p * yt * sum(dy) per row. Symmetric: with a "
+           "cotangent of gy as yt, the gradients of dy and y.",
+    .arg_docs = "ddx: log_softmax_grad_grad's ddx; y: log_softmax_grad_grad's y; dy: log_softmax_grad_grad's dy, "
+                "optional; yt: tangent of y, optional; gdyt: tangent of gdy; gyt: tangent of gy",
+    .row = &log_softmax_grad_grad_jvp,
 };
 
 const opf_op_decl opf_decl_rms_norm = {
@@ -833,6 +1166,17 @@ const opf_op_decl opf_decl_rms_norm_grad_grad = {
     .doc = "Gradients of rms_norm_grad with respect to each of its inputs, from the gradients ddx and ddw flowing "
            "into its outputs (absent: zero). gdy and gdrstd do not involve dy: with ddx = x' and ddw = w' they are "
            "rms_norm's tangents y' and rstd'.",
+    .grad = "dx, drstd, _, dw, _ = rms_norm_grad_grad(x, rstd, dgdy, w, dgdrstd, ddx, ddw); "
+            "dx, drstd, ddy, dw, ddrstd = rms_norm_grad_grad_jvp(x, rstd, dy, w, drstd, ddx, ddw, dgx); "
+            "dx, drstd, ddy, dw, ddrstd = rms_norm_grad_grad_jvp_rstd(x, rstd, dy, w, drstd, ddx, ddw, dgrstd); "
+            "dx, drstd, ddy = rms_norm_grad_grad_jvp_w(x, rstd, dy, ddx, dgw); "
+            "dddx, dddw = rms_norm_grad(x, rstd, dgdy, w, dgdrstd); "
+            "dddx, dddw = rms_norm_grad_jvp(x, rstd, dy, w, drstd, dgx, dgrstd, dgw)",
+    .jvp = "gx', grstd', _, gw', _ = rms_norm_grad_grad(x, rstd, dy', w, drstd', ddx, ddw); "
+           "gx', grstd', gdy', gw', gdrstd' = rms_norm_grad_grad(x, rstd, dy, w, drstd, ddx', ddw'); "
+           "gx', grstd', gdy' = rms_norm_grad_grad_jvp_w(x, rstd, dy, ddx, w'); "
+           "gx', grstd', gdy', gw', gdrstd' = rms_norm_grad_grad_jvp(x, rstd, dy, w, drstd, ddx, ddw, x'); "
+           "gx', grstd', gdy', gw', gdrstd' = rms_norm_grad_grad_jvp_rstd(x, rstd, dy, w, drstd, ddx, ddw, rstd')",
     .arg_docs = "x: rms_norm_grad's x; rstd: rms_norm_grad's rstd; dy: rms_norm_grad's dy, optional; w: "
                 "rms_norm_grad's w, optional; drstd: rms_norm_grad's drstd, optional; ddx: gradient of rms_norm_grad's "
                 "dx; ddw: gradient of rms_norm_grad's dw; gx: gradient of x; grstd: gradient of rstd; gdy: gradient "
@@ -850,6 +1194,43 @@ const opf_op_decl opf_decl_rms_norm_grad_jvp = {
                 "rms_norm_grad's w, optional; drstd: rms_norm_grad's drstd, optional; xt: tangent of x; rstdt: tangent "
                 "of rstd; wt: tangent of w; dxt: tangent of dx; dwt: tangent of dw",
     .row = &rms_norm_grad_jvp,
+};
+
+#define NORMS_RMS_GG_JVP_DOCS(what)                                                                                    \
+    "x: rms_norm_grad_grad's x; rstd: rms_norm_grad_grad's rstd; dy: rms_norm_grad_grad's dy, optional; w: "           \
+    "rms_norm_grad_grad's w, optional; drstd: rms_norm_grad_grad's drstd, optional; ddx: rms_norm_grad_grad's ddx, "   \
+    "optional; ddw: rms_norm_grad_grad's ddw, optional; " what "; gxt: tangent of gx; grstdt: tangent of grstd; "      \
+    "gdyt: tangent of gdy; gwt: tangent of gw [M]; gdrstdt: tangent of gdrstd"
+
+const opf_op_decl opf_decl_rms_norm_grad_grad_jvp = {
+    "rms_norm_grad_grad_jvp(x[..., M], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, ddx[..., M]?, ddw[M]?, "
+    "xt[..., M]?) -> (gxt[..., M]?, grstdt[...]?, gdyt[..., M]?, gwt[M]?, gdrstdt[...]?)",
+    .doc = "The derivative of rms_norm_grad_grad's outputs along a tangent xt of x (absent: zero). Symmetric: with "
+           "a cotangent of its gx as xt, the gradients of x, rstd, dy, w and drstd that it gives.",
+    .arg_docs = NORMS_RMS_GG_JVP_DOCS("xt: tangent of x, optional"),
+    .row = &rms_norm_grad_grad_jvp,
+};
+
+const opf_op_decl opf_decl_rms_norm_grad_grad_jvp_w = {
+    "rms_norm_grad_grad_jvp_w(x[..., M], rstd[...], dy[..., M]?, ddx[..., M]?, wt[M]?) -> (gxt[..., M]?, "
+    "grstdt[...]?, gdyt[..., M]?)",
+    .doc = "The derivative of rms_norm_grad_grad's gx, grstd and gdy along a tangent wt of w (absent: zero; its gw "
+           "and gdrstd do not move with w). Symmetric: with a cotangent of its gw as wt, the gradients of x, rstd "
+           "and dy that it gives.",
+    .arg_docs = "x: rms_norm_grad_grad's x; rstd: rms_norm_grad_grad's rstd; dy: rms_norm_grad_grad's dy, optional; "
+                "ddx: rms_norm_grad_grad's ddx, optional; wt: tangent of w, optional; gxt: tangent of gx; grstdt: "
+                "tangent of grstd; gdyt: tangent of gdy",
+    .row = &rms_norm_grad_grad_jvp_w,
+};
+
+const opf_op_decl opf_decl_rms_norm_grad_grad_jvp_rstd = {
+    "rms_norm_grad_grad_jvp_rstd(x[..., M], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, ddx[..., M]?, ddw[M]?, "
+    "rstdt[...]?) -> (gxt[..., M]?, grstdt[...]?, gdyt[..., M]?, gwt[M]?, gdrstdt[...]?)",
+    .doc = "The derivative of rms_norm_grad_grad's outputs along a tangent rstdt of rstd (absent: zero). "
+           "Symmetric: with a cotangent of its grstd as rstdt, the gradients of x, rstd, dy, w and drstd that it "
+           "gives.",
+    .arg_docs = NORMS_RMS_GG_JVP_DOCS("rstdt: tangent of rstd, optional"),
+    .row = &rms_norm_grad_grad_jvp_rstd,
 };
 
 const opf_op_decl opf_decl_layer_norm = {
@@ -892,6 +1273,25 @@ const opf_op_decl opf_decl_layer_norm_grad_grad = {
     .doc = "Gradients of layer_norm_grad's dx with respect to each of its inputs, from the gradient ddx flowing into "
            "dx (absent: zero); layer_norm_grad_grad_affine gives those of dw and db. gdy, gdmean and gdrstd do not "
            "involve dy: with ddx = x' they are layer_norm's tangents y' (its part from x'), mean' and rstd'.",
+    .grad = "dx, dmean, drstd, _, dw, _, _ = layer_norm_grad_grad(x, mean, rstd, dgdy, w, _, dgdrstd, ddx); "
+            "dx, dmean, drstd, ddy, dw, ddrstd = layer_norm_grad_grad_jvp(x, mean, rstd, dy, w, drstd, ddx, dgx); "
+            "dx, dmean, drstd, ddy, dw, ddrstd = layer_norm_grad_grad_jvp_mean(x, mean, rstd, dy, w, drstd, ddx, "
+            "dgmean); "
+            "dx, dmean, drstd, ddy, dw, ddrstd = layer_norm_grad_grad_jvp_rstd(x, mean, rstd, dy, w, drstd, ddx, "
+            "dgrstd); "
+            "dx, dmean, drstd, ddy = layer_norm_grad_grad_jvp_w(x, mean, rstd, dy, ddx, dgw); "
+            "dddx, _, _ = layer_norm_grad(x, mean, rstd, dgdy, w, dgdmean, dgdrstd); "
+            "dddx, _ = layer_norm_grad_jvp(x, mean, rstd, dy, w, drstd, dgx, dgw); "
+            "dddx, _ = layer_norm_grad_jvp_stats(x, mean, rstd, dy, w, drstd, dgmean, dgrstd)",
+    .jvp = "gx', gmean', grstd', _, gw', _, _ = layer_norm_grad_grad(x, mean, rstd, dy', w, _, drstd', ddx); "
+           "gx', gmean', grstd', gdy', gw', gdmean', gdrstd' = layer_norm_grad_grad(x, mean, rstd, dy, w, _, drstd, "
+           "ddx'); "
+           "gx', gmean', grstd', gdy' = layer_norm_grad_grad_jvp_w(x, mean, rstd, dy, ddx, w'); "
+           "gx', gmean', grstd', gdy', gw', gdrstd' = layer_norm_grad_grad_jvp(x, mean, rstd, dy, w, drstd, ddx, x'); "
+           "gx', gmean', grstd', gdy', gw', gdrstd' = layer_norm_grad_grad_jvp_mean(x, mean, rstd, dy, w, drstd, ddx, "
+           "mean'); "
+           "gx', gmean', grstd', gdy', gw', gdrstd' = layer_norm_grad_grad_jvp_rstd(x, mean, rstd, dy, w, drstd, ddx, "
+           "rstd')",
     .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
                 "layer_norm_grad's dy, optional; w: layer_norm_grad's w, optional; dmean: layer_norm_grad's dmean, "
                 "optional; drstd: layer_norm_grad's drstd, optional; ddx: gradient of layer_norm_grad's dx; gx: "
@@ -907,6 +1307,14 @@ const opf_op_decl opf_decl_layer_norm_grad_grad_affine = {
            "and ddb flowing into them (absent: zero): with xh = (x - mean) * rstd, gx = rstd * ddw * dy, "
            "gmean = -rstd * sum(ddw * dy), grstd = sum(ddw * dy * (x - mean)) per row, gdy = ddw * xh + ddb (with "
            "ddw = w', ddb = b': layer_norm's tangent y' from w' and b').",
+    .grad = "dx, dmean, drstd, _ = layer_norm_grad_grad_affine(x, mean, rstd, dgdy, ddw, _); "
+            "dx, dmean, drstd, ddy = layer_norm_grad_grad_affine_jvp(x, mean, rstd, dy, ddw, dgx, dgmean, dgrstd); "
+            "_, dddw, dddb = layer_norm_grad(x, mean, rstd, dgdy, _, _, _); "
+            "_, dddw = layer_norm_grad_jvp(x, mean, rstd, dy, _, _, dgx, _); "
+            "_, dddw = layer_norm_grad_jvp_stats(x, mean, rstd, dy, _, _, dgmean, dgrstd)",
+    .jvp = "gx', gmean', grstd', _ = layer_norm_grad_grad_affine(x, mean, rstd, dy', ddw, _); "
+           "gx', gmean', grstd', gdy' = layer_norm_grad_grad_affine(x, mean, rstd, dy, ddw', ddb'); "
+           "gx', gmean', grstd', gdy' = layer_norm_grad_grad_affine_jvp(x, mean, rstd, dy, ddw, x', mean', rstd')",
     .arg_docs = "x: layer_norm_grad's x; mean: layer_norm_grad's mean; rstd: layer_norm_grad's rstd; dy: "
                 "layer_norm_grad's dy, optional; ddw: gradient of layer_norm_grad's dw; ddb: gradient of "
                 "layer_norm_grad's db; gx: gradient of x; gmean: gradient of mean; grstd: gradient of rstd; gdy: "
@@ -935,4 +1343,68 @@ const opf_op_decl opf_decl_layer_norm_grad_jvp_stats = {
                 "layer_norm_grad's dy, optional; w: layer_norm_grad's w, optional; drstd: layer_norm_grad's drstd, "
                 "optional; meant: tangent of mean; rstdt: tangent of rstd; dxt: tangent of dx; dwt: tangent of dw",
     .row = &layer_norm_grad_jvp_stats,
+};
+
+#define NORMS_LN_GG_JVP_DOCS(what)                                                                                     \
+    "x: layer_norm_grad_grad's x; mean: layer_norm_grad_grad's mean; rstd: layer_norm_grad_grad's rstd; dy: "          \
+    "layer_norm_grad_grad's dy, optional; w: layer_norm_grad_grad's w, optional; drstd: layer_norm_grad_grad's "       \
+    "drstd, optional; ddx: layer_norm_grad_grad's ddx, optional; " what "; gxt: tangent of gx; gmeant: tangent of "    \
+    "gmean; grstdt: tangent of grstd; gdyt: tangent of gdy; gwt: tangent of gw [M]; gdrstdt: tangent of gdrstd"
+#define NORMS_LN_GG_JVP_OUTS "-> (gxt[..., M]?, gmeant[...]?, grstdt[...]?, gdyt[..., M]?, gwt[M]?, gdrstdt[...]?)"
+
+const opf_op_decl opf_decl_layer_norm_grad_grad_jvp = {
+    "layer_norm_grad_grad_jvp(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, ddx[..., M]?, "
+    "xt[..., M]?) " NORMS_LN_GG_JVP_OUTS,
+    .doc = "The derivative of layer_norm_grad_grad's outputs along a tangent xt of x (absent: zero); its gdmean "
+           "does not move with x. Symmetric: with a cotangent of its gx as xt, the gradients of x, mean, rstd, dy, "
+           "w and drstd that it gives.",
+    .arg_docs = NORMS_LN_GG_JVP_DOCS("xt: tangent of x, optional"),
+    .row = &layer_norm_grad_grad_jvp,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_grad_jvp_mean = {
+    "layer_norm_grad_grad_jvp_mean(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, ddx[..., M]?, "
+    "meant[...]?) " NORMS_LN_GG_JVP_OUTS,
+    .doc = "The derivative of layer_norm_grad_grad's outputs along a tangent meant of mean (absent: zero). "
+           "Symmetric: with a cotangent of its gmean as meant, the gradients of x, mean, rstd, dy, w and drstd that "
+           "it gives.",
+    .arg_docs = NORMS_LN_GG_JVP_DOCS("meant: tangent of mean, optional"),
+    .row = &layer_norm_grad_grad_jvp_mean,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_grad_jvp_rstd = {
+    "layer_norm_grad_grad_jvp_rstd(x[..., M], mean[...], rstd[...], dy[..., M]?, w[M]?, drstd[...]?, ddx[..., M]?, "
+    "rstdt[...]?) " NORMS_LN_GG_JVP_OUTS,
+    .doc = "The derivative of layer_norm_grad_grad's outputs along a tangent rstdt of rstd (absent: zero). "
+           "Symmetric: with a cotangent of its grstd as rstdt, the gradients of x, mean, rstd, dy, w and drstd that "
+           "it gives.",
+    .arg_docs = NORMS_LN_GG_JVP_DOCS("rstdt: tangent of rstd, optional"),
+    .row = &layer_norm_grad_grad_jvp_rstd,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_grad_jvp_w = {
+    "layer_norm_grad_grad_jvp_w(x[..., M], mean[...], rstd[...], dy[..., M]?, ddx[..., M]?, wt[M]?) -> "
+    "(gxt[..., M]?, gmeant[...]?, grstdt[...]?, gdyt[..., M]?)",
+    .doc = "The derivative of layer_norm_grad_grad's gx, gmean, grstd and gdy along a tangent wt of w (absent: "
+           "zero; its gw, gdmean and gdrstd do not move with w). Symmetric: with a cotangent of its gw as wt, the "
+           "gradients of x, mean, rstd and dy that it gives.",
+    .arg_docs = "x: layer_norm_grad_grad's x; mean: its mean; rstd: its rstd; dy: its dy, optional; ddx: its ddx, "
+                "optional; wt: tangent of w, optional; gxt: tangent of gx; gmeant: tangent of gmean; grstdt: tangent "
+                "of grstd; gdyt: tangent of gdy",
+    .row = &layer_norm_grad_grad_jvp_w,
+};
+
+const opf_op_decl opf_decl_layer_norm_grad_grad_affine_jvp = {
+    "layer_norm_grad_grad_affine_jvp(x[..., M], mean[...], rstd[...], dy[..., M]?, ddw[M]?, xt[..., M]?, "
+    "meant[...]?, rstdt[...]?) -> (gxt[..., M]?, gmeant[...]?, grstdt[...]?, gdyt[..., M]?)",
+    .doc = "The derivative of layer_norm_grad_grad_affine's outputs along tangents xt, meant and rstdt of x, mean "
+           "and rstd (absent: zero): with xc = x - mean, h = ddw * dy and e = xt - meant, gxt = rstdt * h, "
+           "gmeant = -rstdt * sum(h), grstdt = sum(h * e) per row, gdyt = ddw * (rstdt * xc + rstd * e). "
+           "Symmetric: with cotangents of its gx, gmean and grstd as the tangents, the gradients of x, mean, rstd "
+           "and dy that it gives.",
+    .arg_docs = "x: layer_norm_grad_grad_affine's x; mean: its mean; rstd: its rstd; dy: its dy, optional; ddw: its "
+                "ddw, optional; xt: tangent of x, optional; meant: tangent of mean, optional; rstdt: tangent of "
+                "rstd, optional; gxt: tangent of gx; gmeant: tangent of gmean; grstdt: tangent of grstd; gdyt: "
+                "tangent of gdy",
+    .row = &layer_norm_grad_grad_affine_jvp,
 };

@@ -7,6 +7,7 @@
  * thread-count independence and the streamed path of large outputs.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -721,6 +722,170 @@ TEST(test_forward_tangents) {
     }
 }
 
+/* --- tangents of the second-order rows (forward over forward, third order) ---------------------------------- */
+
+/* The second-order rows' outputs are gradients of first_order_loss; their
+ * reference at a point is its central differences (as check_fd). A field of
+ * a second_order, in another second_order. */
+static double *so_field(second_order *q, const second_order *p, const double *v) {
+    return (double *)((char *)q + ((const char *)v - (const char *)p));
+}
+
+/* The tangent of d loss / d v (v: a field of p, n values) when every input,
+ * the cotangents ddx, ddw, ddb included, moves along t: central differences
+ * in t of the central differences of check_fd. */
+static void central_grad_tangent(const second_order *p, const second_order *t, const double *v, int n, double *want) {
+    const double h = 1e-4;
+    second_order up = *p, down = *p;
+    double *ups = (double *)&up.dy, *downs = (double *)&down.dy;
+    const double *ts = (const double *)&t->dy;
+    const size_t count = (sizeof *p - offsetof(second_order, dy)) / sizeof(double);
+    for (size_t k = 0; k < count; k++) { /* every array of doubles after op */
+        ups[k] += h * ts[k];
+        downs[k] -= h * ts[k];
+    }
+    for (int i = 0; i < n; i++) {
+        want[i] = (central(&up, so_field(&up, p, v), i) - central(&down, so_field(&down, p, v), i)) / (2 * h);
+    }
+}
+
+/* One output of a row run by rule_add: its accumulator (NULL: '_') and shape
+ * (2: [R2, M2], 1: [R2], 0: [M2]). */
+typedef struct so_out {
+    double *acc;
+    int kind;
+} so_out;
+
+/* Runs row `name` and adds its outputs to their accumulators (a tangent
+ * rule's contributions add up). */
+static opf_status rule_add(const char *name, const opf_tensor *const *in, int nout, const so_out *outs) {
+    static int64_t *const dims[3] = {so_sm, so_s1, so_s2};
+    double tmp[OPF_MAX_ARGS][R2 * M2];
+    opf_tensor t[OPF_MAX_ARGS];
+    const opf_tensor *out[OPF_MAX_ARGS];
+    for (int k = 0; k < nout; k++) {
+        t[k] = opf_tensor_make(tmp[k], OPF_F64, outs[k].kind == 2 ? 2 : 1, dims[outs[k].kind]);
+        out[k] = outs[k].acc != NULL ? &t[k] : NULL;
+    }
+    opf_status st = run(row(name), in, out, NULL);
+    for (int k = 0; st == OPF_OK && k < nout; k++) {
+        const int size = outs[k].kind == 2 ? R2 * M2 : outs[k].kind == 1 ? R2 : M2;
+        for (int i = 0; outs[k].acc != NULL && i < size; i++) {
+            outs[k].acc[i] += tmp[k][i];
+        }
+    }
+    return st;
+}
+
+/* The tangent rules of log_softmax_grad_grad, rms_norm_grad_grad,
+ * layer_norm_grad_grad and layer_norm_grad_grad_affine as their declarations
+ * state them (the row on the tangents of the inputs it is linear in, plus the
+ * *_grad_grad_jvp* rows along the others), every input moving, against
+ * central differences of the second-order reference. */
+TEST(test_second_order_row_tangents) {
+    rng r = rng_seed(31);
+    for (int op = 1; op < 5; op++) { /* 1 log_softmax, 2 rms_norm, 3 layer_norm (ddx), 4 layer_norm (ddw, ddb) */
+        second_order p, tan;
+        fill_case(&p, &r, op < 4 ? op : 3);
+        fill_case(&tan, &r, op < 4 ? op : 3);
+        if (op == 3) { /* layer_norm_grad_grad sees the cotangent of dx only */
+            memset(p.ddw, 0, sizeof p.ddw), memset(p.ddb, 0, sizeof p.ddb);
+            memset(tan.ddw, 0, sizeof tan.ddw), memset(tan.ddb, 0, sizeof tan.ddb);
+        } else if (op == 4) { /* layer_norm_grad_grad_affine those of dw and db */
+            memset(p.ddx, 0, sizeof p.ddx), memset(tan.ddx, 0, sizeof tan.ddx);
+        }
+        so_tensors a = so_make(&p), b = so_make(&tan);
+        /* tangents of the outputs, each the gradient of one input */
+        double gx[R2 * M2] = {0}, gy[R2 * M2] = {0}, gdy[R2 * M2] = {0}, gw[M2] = {0}, gmean[R2] = {0}, grstd[R2] = {0},
+                       gdmean[R2] = {0}, gdrstd[R2] = {0};
+        opf_status st = OPF_OK;
+        if (op == 1) {
+            const so_out outs[2] = {{gdy, 2}, {gy, 2}}, gy_only[2] = {{NULL, 2}, {gy, 2}};
+            /* gdy', gy' = GG(ddx', y, dy); _, gy' = GG(ddx, y, dy'); gdy', gy' = GG_jvp(ddx, y, dy, y') */
+            st = rule_add("log_softmax_grad_grad", (const opf_tensor *[]){&b.ddx, &a.y, &a.dy}, 2, outs);
+            st = st ? st : rule_add("log_softmax_grad_grad", (const opf_tensor *[]){&a.ddx, &a.y, &b.dy}, 2, gy_only);
+            st = st ? st
+                    : rule_add("log_softmax_grad_grad_jvp", (const opf_tensor *[]){&a.ddx, &a.y, &a.dy, &b.y}, 2, outs);
+        } else if (op == 2) {
+            const so_out all[5] = {{gx, 2}, {grstd, 1}, {gdy, 2}, {gw, 0}, {gdrstd, 1}},
+                         z_only[5] = {{gx, 2}, {grstd, 1}, {NULL, 2}, {gw, 0}, {NULL, 1}},
+                         no_w[3] = {{gx, 2}, {grstd, 1}, {gdy, 2}};
+            st = rule_add("rms_norm_grad_grad",
+                          (const opf_tensor *[]){&a.x, &a.rstd, &b.dy, &a.w, &b.drstd, &a.ddx, &a.ddw}, 5, z_only);
+            st = st ? st
+                    : rule_add("rms_norm_grad_grad",
+                               (const opf_tensor *[]){&a.x, &a.rstd, &a.dy, &a.w, &a.drstd, &b.ddx, &b.ddw}, 5, all);
+            st = st ? st
+                    : rule_add("rms_norm_grad_grad_jvp_w", (const opf_tensor *[]){&a.x, &a.rstd, &a.dy, &a.ddx, &b.w},
+                               3, no_w);
+            st = st ? st
+                    : rule_add("rms_norm_grad_grad_jvp",
+                               (const opf_tensor *[]){&a.x, &a.rstd, &a.dy, &a.w, &a.drstd, &a.ddx, &a.ddw, &b.x}, 5,
+                               all);
+            st = st ? st
+                    : rule_add("rms_norm_grad_grad_jvp_rstd",
+                               (const opf_tensor *[]){&a.x, &a.rstd, &a.dy, &a.w, &a.drstd, &a.ddx, &a.ddw, &b.rstd}, 5,
+                               all);
+        } else if (op == 3) {
+            const so_out all[7] = {{gx, 2}, {gmean, 1}, {grstd, 1}, {gdy, 2}, {gw, 0}, {gdmean, 1}, {gdrstd, 1}},
+                         z_only[7] = {{gx, 2}, {gmean, 1}, {grstd, 1}, {NULL, 2}, {gw, 0}, {NULL, 1}, {NULL, 1}},
+                         no_w[4] = {{gx, 2}, {gmean, 1}, {grstd, 1}, {gdy, 2}},
+                         jvp[6] = {{gx, 2}, {gmean, 1}, {grstd, 1}, {gdy, 2}, {gw, 0}, {gdrstd, 1}};
+            const opf_tensor *args[8] = {&a.x, &a.mean, &a.rstd, &a.dy, &a.w, &a.drstd, &a.ddx, NULL};
+            st = rule_add("layer_norm_grad_grad",
+                          (const opf_tensor *[]){&a.x, &a.mean, &a.rstd, &b.dy, &a.w, NULL, &b.drstd, &a.ddx}, 7,
+                          z_only);
+            st = st ? st
+                    : rule_add("layer_norm_grad_grad",
+                               (const opf_tensor *[]){&a.x, &a.mean, &a.rstd, &a.dy, &a.w, NULL, &a.drstd, &b.ddx}, 7,
+                               all);
+            st = st ? st
+                    : rule_add("layer_norm_grad_grad_jvp_w",
+                               (const opf_tensor *[]){&a.x, &a.mean, &a.rstd, &a.dy, &a.ddx, &b.w}, 4, no_w);
+            const char *const along[3] = {"layer_norm_grad_grad_jvp", "layer_norm_grad_grad_jvp_mean",
+                                          "layer_norm_grad_grad_jvp_rstd"};
+            const opf_tensor *const tangent[3] = {&b.x, &b.mean, &b.rstd};
+            for (int k = 0; k < 3 && st == OPF_OK; k++) {
+                args[7] = tangent[k];
+                st = rule_add(along[k], args, 6, jvp);
+            }
+        } else {
+            const so_out all[4] = {{gx, 2}, {gmean, 1}, {grstd, 1}, {gdy, 2}},
+                         z_only[4] = {{gx, 2}, {gmean, 1}, {grstd, 1}, {NULL, 2}};
+            st = rule_add("layer_norm_grad_grad_affine",
+                          (const opf_tensor *[]){&a.x, &a.mean, &a.rstd, &b.dy, &a.ddw, NULL}, 4, z_only);
+            st = st ? st
+                    : rule_add("layer_norm_grad_grad_affine",
+                               (const opf_tensor *[]){&a.x, &a.mean, &a.rstd, &a.dy, &b.ddw, &b.ddb}, 4, all);
+            st = st ? st
+                    : rule_add("layer_norm_grad_grad_affine_jvp",
+                               (const opf_tensor *[]){&a.x, &a.mean, &a.rstd, &a.dy, &a.ddw, &b.x, &b.mean, &b.rstd}, 4,
+                               all);
+        }
+        if (!CHECK(st == OPF_OK, "op %d: %s", op, opf_last_error())) {
+            continue;
+        }
+        /* each output against the tangent of the gradient it is */
+        const struct {
+            const double *got, *of;
+            int n, here;
+            const char *what;
+        } checks[] = {
+            {gdy, p.dy, R2 * M2, 1, "gdy'"},          {gy, p.y, R2 * M2, op == 1, "gy'"},
+            {gx, p.x, R2 * M2, op >= 2, "gx'"},       {grstd, p.rstd, R2, op >= 2, "grstd'"},
+            {gw, p.w, M2, op == 2 || op == 3, "gw'"}, {gdrstd, p.drstd, R2, op == 2 || op == 3, "gdrstd'"},
+            {gmean, p.mean, R2, op >= 3, "gmean'"},   {gdmean, p.dmean, R2, op == 3, "gdmean'"},
+        };
+        for (size_t c = 0; c < sizeof checks / sizeof checks[0]; c++) {
+            if (checks[c].here) {
+                double want[R2 * M2];
+                central_grad_tangent(&p, &tan, checks[c].of, checks[c].n, want);
+                CHECK_CLOSE_F64(checks[c].got, want, (size_t)checks[c].n, 1e-6, 1e-5, "op %d: %s", op, checks[c].what);
+            }
+        }
+    }
+}
+
 /* --- special rows, empty rows ------------------------------------------------------------------------------------ */
 
 TEST(test_special_rows) {
@@ -1010,6 +1175,7 @@ int main(void) {
     RUN_TEST(test_second_order);
     RUN_TEST(test_gradient_row_tangents);
     RUN_TEST(test_forward_tangents);
+    RUN_TEST(test_second_order_row_tangents);
     RUN_TEST(test_special_rows);
     RUN_TEST(test_empty);
     RUN_TEST(test_bad_input);

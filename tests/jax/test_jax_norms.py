@@ -147,10 +147,125 @@ def test_forward_mode() -> None:
     check_grads(oj.softmax, (x,), order=2, modes=["fwd", "rev"])  # its tangent rule names softmax_grad only
 
 
-def test_forward_over_forward_says_which_row_stops() -> None:
-    x = jnp.ones((2, 3)) + jnp.arange(6.0).reshape(2, 3)
-    with pytest.raises(TypeError, match=r"opforge\.jax\.layer_norm_grad_grad has no forward mode"):
-        jax.jacfwd(jax.jacfwd(lambda x: oj.layer_norm(x)[0].sum() ** 2))(x)
+# (ours, reference, arguments) of every norm, weight and bias absent, present or held fixed: the orders below
+# differentiate in all the arguments (weight and bias too), through every output (mean and rstd too).
+Case = tuple[str, Callable[..., Any], Callable[..., Any], tuple[jax.Array, ...]]
+
+
+def _norm_cases(x: jax.Array, w: jax.Array, b: jax.Array) -> list[Case]:
+    return [
+        ("log_softmax", oj.log_softmax, jax.nn.log_softmax, (x,)),
+        ("rms_norm(x, w)", lambda x, w: oj.rms_norm(x, w, eps=1e-3), lambda x, w: jnp_rms_norm(x, w, 1e-3), (x, w)),
+        ("rms_norm(x)", lambda x: oj.rms_norm(x, eps=1e-3), lambda x: jnp_rms_norm(x, None, 1e-3), (x,)),
+        ("layer_norm(x, w, b)", lambda x, w, b: oj.layer_norm(x, w, b, eps=1e-3),
+         lambda x, w, b: jnp_layer_norm(x, w, b, 1e-3), (x, w, b)),
+        ("layer_norm(x, w)", lambda x, w: oj.layer_norm(x, w, None, eps=1e-3),
+         lambda x, w: jnp_layer_norm(x, w, None, 1e-3), (x, w)),
+        ("layer_norm(x, b=b)", lambda x, b: oj.layer_norm(x, None, b, eps=1e-3),
+         lambda x, b: jnp_layer_norm(x, None, b, 1e-3), (x, b)),
+        ("layer_norm(x)", lambda x: oj.layer_norm(x, eps=1e-3), lambda x: jnp_layer_norm(x, None, None, 1e-3), (x,)),
+        # weight and bias held fixed: their tangents are (symbolic) zeros
+        ("rms_norm(x; w fixed)", lambda x: oj.rms_norm(x, w, eps=1e-3), lambda x: jnp_rms_norm(x, w, 1e-3), (x,)),
+        ("layer_norm(x; w, b fixed)", lambda x: oj.layer_norm(x, w, b, eps=1e-3),
+         lambda x: jnp_layer_norm(x, w, b, 1e-3), (x,)),
+    ]  # fmt: skip
+
+
+def _scalar(f: Callable[..., Any]) -> Callable[..., jax.Array]:
+    """A loss through every output, with non-zero third derivatives."""
+
+    def loss(*args: jax.Array) -> jax.Array:
+        out = f(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        return sum(jnp.sum(jnp.sin(o) * o**2) for o in outs)  # type: ignore[return-value]
+
+    return loss
+
+
+def _norm_inputs(seed: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    rng = np.random.default_rng(seed)
+    x = jnp.asarray(rng.standard_normal((3, 5)))
+    return x, jnp.asarray(rng.uniform(0.5, 1.5, 5)), jnp.asarray(rng.standard_normal(5))
+
+
+def _assert_trees_close(got: Any, want: Any, what: str, **tols: float) -> None:
+    got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves), what
+    for g, e in zip(got_leaves, want_leaves):
+        np.testing.assert_allclose(g, e, err_msg=what, **tols)
+
+
+F, R = jax.jacfwd, jax.jacrev
+SECOND_ORDER = {
+    "jacfwd(jacfwd)": lambda f, a: F(F(f, a), a),
+    "jacfwd(jacrev)": lambda f, a: F(R(f, a), a),
+    "jacrev(jacfwd)": lambda f, a: R(F(f, a), a),
+}
+
+
+@pytest.mark.parametrize("order", SECOND_ORDER)
+def test_second_order_forward_and_mixed(order: str) -> None:
+    """jax.jacfwd(jax.jacfwd(f)), jax.jacfwd(jax.jacrev(f)) and
+    jax.jacrev(jax.jacfwd(f)) of log_softmax, rms_norm and layer_norm (under
+    jit) against the same of the jax.nn / jnp references: every block of the
+    Hessian, weight and bias included."""
+    for name, ours, theirs, args in _norm_cases(*_norm_inputs(11)):
+        argnums = tuple(range(len(args)))
+        got = jax.jit(SECOND_ORDER[order](_scalar(ours), argnums))(*args)
+        want = jax.jit(SECOND_ORDER[order](_scalar(theirs), argnums))(*args)
+        _assert_trees_close(got, want, f"{order} of {name}", rtol=1e-9, atol=1e-10)
+
+
+def test_second_order_check_grads() -> None:
+    """check_grads in both modes to second order (JAX transposes tangent
+    rules: it needs the second-order rows' tangent and gradient rules)."""
+    x, w, b = _norm_inputs(12)
+    for name, ours, _, args in _norm_cases(x, w, b):
+        check_grads(ours, args, order=2, modes=["fwd", "rev"])
+
+
+def _dot(a: Any, b: Any) -> jax.Array:
+    return sum(jnp.vdot(p, q) for p, q in zip(a, b))  # type: ignore[return-value]
+
+
+def test_third_order_through_the_second_order_rows() -> None:
+    """Third order wherever the second-order rows are differentiated once
+    more (their rules cover every output), contracted with random directions
+    t, c (all arguments): forward over reverse over reverse (the rows' tangent
+    rules) and reverse over reverse over forward (their gradient rules),
+    under jit, against the references'."""
+    x, w, b = _norm_inputs(13)
+    rng = np.random.default_rng(15)
+
+    def frr(f: Callable[..., Any], args: tuple[jax.Array, ...], t: Any, c: Any) -> Any:
+        argnums = tuple(range(len(args)))
+        vjp_of_grad = lambda *a: jax.vjp(jax.grad(f, argnums), *a)[1](c)  # noqa: E731
+        return jax.jvp(vjp_of_grad, args, t)[1]
+
+    def rrf(f: Callable[..., Any], args: tuple[jax.Array, ...], t: Any, c: Any) -> Any:
+        argnums = tuple(range(len(args)))
+        grad_of_jvp = jax.grad(lambda *a: jax.jvp(f, a, t)[1], argnums)
+        return jax.grad(lambda *a: _dot(grad_of_jvp(*a), c), argnums)(*args)
+
+    for name, ours, theirs, args in _norm_cases(x, w, b):
+        t, c = (tuple(jnp.asarray(rng.standard_normal(a.shape)) for a in args) for _ in range(2))
+        for order, nest in (("jacfwd(jacrev(jacrev))", frr), ("jacrev(jacrev(jacfwd))", rrf)):
+            got = jax.jit(lambda *a: nest(_scalar(ours), a, t, c))(*args)
+            want = jax.jit(lambda *a: nest(_scalar(theirs), a, t, c))(*args)
+            _assert_trees_close(got, want, f"{order} of {name}", rtol=1e-8, atol=1e-9)
+
+
+def test_third_order_forward_says_which_row_stops() -> None:
+    """The rows of the second-order rows' tangents declare no rules: forward
+    over forward over forward, and reverse over forward over forward, stop
+    there with an error naming the row (never zeros)."""
+    x, w, b = _norm_inputs(14)
+    with pytest.raises(TypeError, match=r"opforge\.jax\.layer_norm_grad_grad_jvp has no forward mode"):
+        F(F(F(lambda x: oj.layer_norm(x)[0].sum() ** 2)))(x)
+    with pytest.raises(TypeError, match=r"opforge\.jax\.rms_norm_grad_grad_jvp\w* has no forward mode"):
+        F(F(F(lambda x: jnp.sum(oj.rms_norm(x, w)[0] ** 3))))(x)
+    with pytest.raises(TypeError, match=r"opforge\.jax\.log_softmax_grad_grad_jvp is not differentiable"):
+        R(F(F(lambda x: jnp.sum(oj.log_softmax(x) ** 3))))(x)
 
 
 def test_vmap() -> None:

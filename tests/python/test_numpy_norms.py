@@ -135,6 +135,35 @@ def test_second_order_rows_against_differences() -> None:
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
+def test_log_softmax_grad_grad_jvp_against_differences() -> None:
+    """log_softmax_grad_grad_jvp: the derivative of log_softmax_grad_grad's
+    gdy and gy (the gradients of <ddx, dx>) along a tangent yt of y, against
+    central differences in y of central differences of the first-order
+    reference; dy absent is zero."""
+    rng = np.random.default_rng(6)
+    dy, ddx, yt = rng.standard_normal((3, 3, 6))
+    y = ref_log_softmax(rng.standard_normal((3, 6)))
+
+    def gradient(which: int, y: np.ndarray) -> np.ndarray:  # of <ddx, dx> in dy (0) or y (1)
+        h, out = 1e-5, np.zeros_like(y)
+        for i in np.ndindex(*y.shape):
+            args = [dy.copy(), y.copy()]
+            args[which][i] += h
+            up = (ddx * ref_log_softmax_grad(*args)).sum()
+            args[which][i] -= 2 * h
+            out[i] = (up - (ddx * ref_log_softmax_grad(*args)).sum()) / (2 * h)
+        return out
+
+    gdyt, gyt = onp.log_softmax_grad_grad_jvp(ddx, y, dy, yt)
+    h = 1e-4
+    for got, which in ((gdyt, 0), (gyt, 1)):
+        want = (gradient(which, y + h * yt) - gradient(which, y - h * yt)) / (2 * h)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    gdyt0, gyt0 = onp.log_softmax_grad_grad_jvp(ddx, y, None, yt)
+    np.testing.assert_array_equal(gyt0, 0.0)
+    np.testing.assert_allclose(gdyt0, gdyt, rtol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_special_rows(dtype: Any) -> None:
     inf, nan = np.inf, np.nan

@@ -134,6 +134,49 @@ def test_second_order_matches_tensorflow() -> None:
             np.testing.assert_allclose(a, e, rtol=1e-7, atol=1e-8)
 
 
+def test_third_order_matches_tensorflow() -> None:
+    """Three nested tapes (through the second-order rows' own gradient rules
+    and the rows of their tangents), in x, w and b, against TensorFlow's
+    compositions. Nested forward accumulators, which TensorFlow derives from
+    gradient functions twice over, stop at those rows with the error naming
+    one (never zeros)."""
+    rng = np.random.default_rng(78)
+    x, w = tf.constant(rng.standard_normal((3, 5))), tf.constant(rng.uniform(0.5, 1.5, 5))
+    b = tf.constant(rng.standard_normal(5))
+    c = [tf.constant(rng.standard_normal(t.shape)) for t in (x, w, b)]
+    pairs = [
+        (lambda x, w, b: [otf.log_softmax(x)], lambda x, w, b: [tf.nn.log_softmax(x)]),
+        (lambda x, w, b: list(otf.layer_norm(x, w, b, eps=1e-3)), lambda x, w, b: list(tf_layer_norm(x, w, b, 1e-3))),
+        (lambda x, w, b: list(otf.layer_norm(x, None, None, eps=1e-3)),
+         lambda x, w, b: list(tf_layer_norm(x, None, None, 1e-3))),
+        (lambda x, w, b: list(otf.rms_norm(x, w, eps=1e-3)), lambda x, w, b: list(tf_rms_norm(x, w, 1e-3))),
+    ]  # fmt: skip
+
+    def third(fn: Callable[..., list[tf.Tensor]]) -> list[tf.Tensor]:
+        variables = [tf.Variable(t) for t in (x, w, b)]
+        zero = tf.UnconnectedGradients.ZERO
+        with tf.GradientTape() as t3:
+            with tf.GradientTape() as t2:
+                with tf.GradientTape() as t1:
+                    loss = tf.add_n([tf.reduce_sum(tf.sin(o) * o * o) for o in fn(*variables)])
+                g1 = t1.gradient(loss, variables, unconnected_gradients=zero)
+                norm = tf.add_n([tf.reduce_sum(g * g) for g in g1])
+            g2 = t2.gradient(norm, variables, unconnected_gradients=zero)
+            dot = tf.add_n([tf.reduce_sum(g * d) for g, d in zip(g2, c)])
+        return t3.gradient(dot, variables, unconnected_gradients=zero)
+
+    for ours, theirs in pairs:
+        for a, e in zip(third(ours), third(theirs)):
+            np.testing.assert_allclose(a, e, rtol=1e-8, atol=1e-9)
+    stops = r"opforge\.layer_norm_grad_grad_jvp\w* \(TensorFlow op .*\) is not differentiable"
+    with pytest.raises(LookupError, match=stops):
+        with tf.autodiff.ForwardAccumulator(x, c[0]) as outer:
+            with tf.autodiff.ForwardAccumulator(x, x) as inner:
+                loss = tf.reduce_sum(otf.layer_norm(x, w, b).y ** 3)
+            tangent = inner.jvp(loss)
+        outer.jvp(tangent)
+
+
 def test_numeric_gradients() -> None:
     x = tf.constant(RNG.standard_normal((3, 6)))
     w = tf.constant(RNG.uniform(0.5, 1.5, 6))

@@ -153,4 +153,36 @@ def samples(name: str, dtype: torch.dtype, requires_grad: bool = False) -> list[
             ((x, mean, rstd, R(3, 5), w, R(3, seed=4), *tangents), {}),
             ((x, mean, rstd, R(3, 5), None, None, tangents[0]), {"output_mask": [True, False]}),
         ]
+    # the tangents of the second-order rows: the second-order row's inputs, then a tangent
+    if name == "log_softmax_grad_grad_jvp":
+        y = torch.log_softmax(R(3, 5, seed=1).detach(), -1)
+        return [((R(3, 5, seed=2), y, R(3, 5), R(3, 5, seed=3)), {}),
+                ((R(3, 5, seed=2), y, None, R(3, 5, seed=3)), {"output_mask": [True, False]})]  # fmt: skip
+    if name in ("rms_norm_grad_grad_jvp", "rms_norm_grad_grad_jvp_rstd"):
+        tangent = R(3, 5, seed=8) if name == "rms_norm_grad_grad_jvp" else R(3, seed=8)
+        return [
+            ((x, rms_rstd, R(3, 5), w, R(3, seed=4), R(3, 5, seed=6), R(5, seed=7), tangent), {}),
+            ((x, rms_rstd, R(3, 5), None, None, R(3, 5, seed=6), None, tangent),
+             {"output_mask": [True, True, True, False, False]}),
+        ]  # fmt: skip
+    if name == "rms_norm_grad_grad_jvp_w":
+        return [((x, rms_rstd, R(3, 5), R(3, 5, seed=6), R(5, seed=8)), {}),
+                ((x, rms_rstd, None, R(3, 5, seed=6), R(5, seed=8)), {"output_mask": [False, True, True]})]  # fmt: skip
+    if name in ("layer_norm_grad_grad_jvp", "layer_norm_grad_grad_jvp_mean", "layer_norm_grad_grad_jvp_rstd"):
+        tangent = R(3, 5, seed=8) if name == "layer_norm_grad_grad_jvp" else R(3, seed=8)
+        return [
+            ((x, mean, rstd, R(3, 5), w, R(3, seed=5), R(3, 5, seed=6), tangent), {}),
+            ((x, mean, rstd, R(3, 5), None, None, R(3, 5, seed=6), tangent),
+             {"output_mask": [True, True, True, True, False, False]}),
+        ]  # fmt: skip
+    if name == "layer_norm_grad_grad_jvp_w":
+        return [
+            ((x, mean, rstd, R(3, 5), R(3, 5, seed=6), R(5, seed=8)), {}),
+            ((x, mean, rstd, None, R(3, 5, seed=6), R(5, seed=8)), {"output_mask": [False, True, True, True]}),
+        ]
+    if name == "layer_norm_grad_grad_affine_jvp":
+        return [
+            ((x, mean, rstd, R(3, 5), R(5, seed=7), R(3, 5, seed=8), R(3, seed=9), R(3, seed=10)), {}),
+            ((x, mean, rstd, R(3, 5), R(5, seed=7), R(3, 5, seed=8)), {"output_mask": [True, False, True, True]}),
+        ]
     raise KeyError(f"no samples for op {name!r}: add some to tests/torch/samples.py")

@@ -194,6 +194,22 @@ def test_func_forward_mode_elementwise() -> None:
         torch.testing.assert_close(jvp(lambda t: ops.relu_grad(t, x), (y,), (x,))[1], torch.where(x > 0, x, 0.0))
 
 
+def test_forward_over_forward_adds_the_rules_contributions() -> None:
+    """A row whose tangent is the sum of several rules' (mul: a' b + a b'),
+    under nested forward transforms, a factor held fixed: the lower level's
+    tangent survives the sum (torch runs a jvp with forward grad off)."""
+    x = torch.randn(3, 4, dtype=F64, generator=gen(10))
+    b = torch.randn(4, dtype=F64, generator=gen(11))
+    t1, t2 = torch.randn(3, 4, dtype=F64, generator=gen(12)), torch.randn(3, 4, dtype=F64, generator=gen(13))
+    with no_fallback():
+        for ours, theirs in ((lambda t: ops.mul(ops.mul(t, t), b), lambda t: t * t * b),
+                             (lambda t: ops.mul(t, t), lambda t: t * t)):  # fmt: skip
+            twice = lambda f: jvp(lambda t: jvp(f, (t,), (t1,))[1], (x,), (t2,))[1]  # noqa: E731
+            torch.testing.assert_close(twice(ours), twice(theirs))
+            cube = lambda f: lambda t: (f(t) ** 3).sum()  # noqa: E731
+            torch.testing.assert_close(jacfwd(jacfwd(cube(ours)))(x), jacfwd(jacfwd(cube(theirs)))(x))
+
+
 def test_forward_ad_dual_tensors() -> None:
     """torch.autograd.forward_ad: the tangent of a dual tensor flows through
     an op whose inputs do not require grad (never dropped)."""

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.autograd import gradcheck, gradgradcheck
+from torch.func import jacfwd, jacrev, jvp
 
 import opforge.torch  # noqa: F401  (registers torch.ops.opforge)
 
@@ -102,10 +103,14 @@ def test_gradients_match_torch(dtype: torch.dtype) -> None:
         torch.testing.assert_close(got, want, **loose)
 
 
-def _layer_norm_composite(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> tuple[torch.Tensor, ...]:
+def _layer_norm_composite(
+    x: torch.Tensor, w: Optional[torch.Tensor], b: Optional[torch.Tensor], eps: float
+) -> tuple[torch.Tensor, ...]:
     mean = x.mean(-1)
     rstd = torch.rsqrt(x.var(-1, unbiased=False) + eps)
-    return (x - mean[..., None]) * rstd[..., None] * w + b, mean, rstd
+    y = (x - mean[..., None]) * rstd[..., None]
+    y = y if w is None else y * w
+    return (y if b is None else y + b), mean, rstd
 
 
 def test_cotangents_of_mean_and_rstd_are_exact() -> None:
@@ -171,7 +176,7 @@ def test_backward_of_a_grad_row_without_its_cotangents() -> None:
 def test_forward_mode_matches_torch() -> None:
     """torch.func.jvp of every output against torch's own ops' forward mode,
     and forward-over-reverse (torch.func.hessian) against torch's."""
-    from torch.func import hessian, jvp
+    from torch.func import hessian
 
     g = torch.Generator().manual_seed(9)
     x, xt = (torch.randn(4, 7, generator=g, dtype=torch.float64) for _ in range(2))
@@ -205,16 +210,115 @@ def test_forward_mode_matches_torch() -> None:
         torch.testing.assert_close(hessian(loss(ours))(*primals), hessian(loss(theirs))(*primals), rtol=1e-9, atol=1e-10)
 
 
-def test_forward_over_forward_says_which_row_stops() -> None:
-    """jacfwd(jacfwd) of softmax works; the others' tangent rules name a
-    second-order row without tangent rules, and torch says so (never zeros)."""
-    from torch.func import jacfwd
+# (ours, reference, arguments) of log_softmax, rms_norm and layer_norm, weight and bias absent, present or held
+# fixed; the derivatives below are in every argument (weight and bias too), through every output (mean and rstd
+# too). layer_norm's reference is the composite: torch.func's second derivatives of F.layer_norm itself are wrong
+# in torch 2.15 (jacfwd(jacfwd) in x, and the (w, x) block of jacrev(jacrev), where plain double backward agrees
+# with the composite).
+Case = tuple[str, Callable[..., Any], Callable[..., Any], tuple[torch.Tensor, ...]]
 
-    x = torch.randn(2, 4, dtype=torch.float64)
-    h = jacfwd(jacfwd(lambda x: ops.softmax(x).pow(3).sum()))(x)
-    torch.testing.assert_close(h, jacfwd(jacfwd(lambda x: torch.softmax(x, -1).pow(3).sum()))(x))
-    with pytest.raises(RuntimeError, match=r"opforge::layer_norm_grad_grad has no forward mode"):
-        jacfwd(jacfwd(lambda x: ops.layer_norm(x, None, None)[0].pow(3).sum()))(x)
+
+def _norm_cases(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> list[Case]:
+    m = x.shape[-1]
+
+    def rms_ref(x: torch.Tensor, w: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        return F.rms_norm(x, [m], w, 1e-3), torch.rsqrt(x.pow(2).mean(-1) + 1e-3)
+
+    def ln(w: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> Callable[[torch.Tensor], Any]:
+        return lambda x: ops.layer_norm(x, w, b, eps=1e-3)
+
+    def ln_ref(w: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> Callable[[torch.Tensor], Any]:
+        return lambda x: _layer_norm_composite(x, w, b, 1e-3)
+
+    return [
+        ("log_softmax", ops.log_softmax, lambda x: F.log_softmax(x, -1), (x,)),
+        ("rms_norm(x, w)", lambda x, w: ops.rms_norm(x, w, eps=1e-3), rms_ref, (x, w)),
+        ("rms_norm(x)", lambda x: ops.rms_norm(x, None, eps=1e-3), lambda x: rms_ref(x, None), (x,)),
+        ("rms_norm(x; w fixed)", lambda x: ops.rms_norm(x, w, eps=1e-3), lambda x: rms_ref(x, w), (x,)),
+        ("layer_norm(x, w, b)", lambda x, w, b: ln(w, b)(x), lambda x, w, b: ln_ref(w, b)(x), (x, w, b)),
+        ("layer_norm(x, w)", lambda x, w: ln(w, None)(x), lambda x, w: ln_ref(w, None)(x), (x, w)),
+        ("layer_norm(x, b=b)", lambda x, b: ln(None, b)(x), lambda x, b: ln_ref(None, b)(x), (x, b)),
+        ("layer_norm(x)", ln(None, None), ln_ref(None, None), (x,)),
+        ("layer_norm(x; w, b fixed)", ln(w, b), ln_ref(w, b), (x,)),
+    ]
+
+
+def _norm_inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, 5, generator=g, dtype=torch.float64)
+    return x, torch.rand(5, generator=g, dtype=torch.float64) + 0.5, torch.randn(5, generator=g, dtype=torch.float64)
+
+
+def _scalar(f: Callable[..., Any]) -> Callable[..., torch.Tensor]:
+    """A loss through every output, with non-zero third derivatives."""
+
+    def loss(*args: torch.Tensor) -> torch.Tensor:
+        out = f(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        return sum((o.sin() * o**2).sum() for o in outs)  # type: ignore[return-value]
+
+    return loss
+
+
+SECOND_ORDER: dict[str, Callable[[Callable[..., Any], tuple[int, ...]], Callable[..., Any]]] = {
+    "jacfwd(jacfwd)": lambda f, a: jacfwd(jacfwd(f, a), a),
+    "jacfwd(jacrev)": lambda f, a: jacfwd(jacrev(f, a), a),
+    "jacrev(jacfwd)": lambda f, a: jacrev(jacfwd(f, a), a),
+}
+
+
+@pytest.mark.parametrize("order", SECOND_ORDER)
+def test_second_order_forward_and_mixed(order: str) -> None:
+    """torch.func.jacfwd(jacfwd(f)), jacfwd(jacrev(f)) and jacrev(jacfwd(f))
+    of log_softmax, rms_norm and layer_norm against the same of torch's ops:
+    every block of the Hessian, weight and bias included."""
+    for name, ours, theirs, args in _norm_cases(*_norm_inputs(21)):
+        argnums = tuple(range(len(args)))
+        got = SECOND_ORDER[order](_scalar(ours), argnums)(*args)
+        want = SECOND_ORDER[order](_scalar(theirs), argnums)(*args)
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10, msg=lambda m: f"{order} of {name}: {m}")
+    # softmax's tangent rule names softmax_grad only (no second-order row)
+    x = _norm_inputs(22)[0]
+    got = SECOND_ORDER[order](_scalar(ops.softmax), (0,))(x)
+    torch.testing.assert_close(got, SECOND_ORDER[order](_scalar(lambda x: torch.softmax(x, -1)), (0,))(x))
+
+
+def test_third_order_through_the_second_order_rows() -> None:
+    """Third order wherever the second-order rows are differentiated once
+    more (their rules cover every output), contracted with random directions
+    t, c (all arguments): forward over reverse over reverse (the rows' tangent
+    rules) and reverse over reverse over reverse (their gradient rules)."""
+    from torch.func import grad, vjp
+
+    g = torch.Generator().manual_seed(23)
+
+    def frr(f: Callable[..., Any], args: tuple[torch.Tensor, ...], t: Any, c: Any) -> Any:
+        argnums = tuple(range(len(args)))
+        return jvp(lambda *a: vjp(grad(f, argnums), *a)[1](c), args, t)[1]
+
+    def rrr(f: Callable[..., Any], args: tuple[torch.Tensor, ...], t: Any, c: Any) -> Any:
+        argnums = tuple(range(len(args)))
+        second = lambda *a: vjp(grad(f, argnums), *a)[1](c)  # noqa: E731
+        return grad(lambda *a: sum((s * u).sum() for s, u in zip(second(*a), t)), argnums)(*args)
+
+    for name, ours, theirs, args in _norm_cases(*_norm_inputs(24)):
+        t, c = (tuple(torch.randn(a.shape, generator=g, dtype=a.dtype) for a in args) for _ in range(2))
+        for order, nest in (("jacfwd(jacrev(jacrev))", frr), ("jacrev(jacrev(jacrev))", rrr)):
+            got, want = nest(_scalar(ours), args, t, c), nest(_scalar(theirs), args, t, c)
+            torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-9, msg=lambda m: f"{order} of {name}: {m}")
+
+
+def test_third_order_forward_says_which_row_stops() -> None:
+    """The rows of the second-order rows' tangents declare no rules: forward
+    over forward over forward, and reverse over forward over forward, stop
+    there with an error naming the row (never zeros)."""
+    x, w, _ = _norm_inputs(25)
+    with pytest.raises(RuntimeError, match=r"opforge::layer_norm_grad_grad_jvp has no forward mode"):
+        jacfwd(jacfwd(jacfwd(lambda x: ops.layer_norm(x, None, None)[0].pow(3).sum())))(x)
+    with pytest.raises(RuntimeError, match=r"opforge::rms_norm_grad_grad_jvp\w* has no forward mode"):
+        jacfwd(jacfwd(jacfwd(lambda x: ops.rms_norm(x, w)[0].pow(3).sum())))(x)
+    with pytest.raises(RuntimeError, match=r"opforge::log_softmax_grad_grad_jvp is not differentiable"):
+        jacrev(jacfwd(jacfwd(lambda x: ops.log_softmax(x).pow(3).sum())))(x)
 
 
 def test_second_order_rows_are_not_differentiable() -> None:

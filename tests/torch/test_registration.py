@@ -80,18 +80,24 @@ def test_gradgradcheck(name: str) -> None:
 
 
 def test_non_differentiable_rows_have_no_formula() -> None:
-    # the second-order (and tangent) rows of the row-wise ops and the activations have no rules: their
-    # derivatives stop at second order (the activations' third would need f''')
+    # the rows that end a chain of derivatives have no rules: the activations' second-order rows (their third
+    # derivative would need the third derivative of f), softmax's, the norms' first-order tangent rows, and the
+    # tangent rows of the norms' second-order rows (whose own rules close forward over forward and third order)
     assert set(OPS) - set(DIFFERENTIABLE) == {
         "relu_",
         "softmax_grad_grad",
-        "log_softmax_grad_grad",
-        "rms_norm_grad_grad",
-        "layer_norm_grad_grad",
-        "layer_norm_grad_grad_affine",
         "rms_norm_grad_jvp",
         "layer_norm_grad_jvp",
         "layer_norm_grad_jvp_stats",
+        "log_softmax_grad_grad_jvp",
+        "rms_norm_grad_grad_jvp",
+        "rms_norm_grad_grad_jvp_rstd",
+        "rms_norm_grad_grad_jvp_w",
+        "layer_norm_grad_grad_jvp",
+        "layer_norm_grad_grad_jvp_mean",
+        "layer_norm_grad_grad_jvp_rstd",
+        "layer_norm_grad_grad_jvp_w",
+        "layer_norm_grad_grad_affine_jvp",
         "gelu_grad_grad",
         "silu_grad_grad",
         "sigmoid_grad_grad",

@@ -366,7 +366,24 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
 
         mask = attrs.get("output_mask")
         needs = [True] * num_outputs if mask is None else [bool(m) for m in mask]
-        return run_jvp_rules(op, needs, value, caller(attrs), zeros, rows=rows)
+        if not _transforms_active():
+            return run_jvp_rules(op, needs, value, caller(attrs), zeros, rows=rows)
+        # torch runs jvp with forward grad mode off. Under nested torch.func
+        # forward transforms (jacfwd(jacfwd)) the tangents carry the lower
+        # levels' tangents: the rows the rules call pass them on themselves
+        # (their kernel redispatches to the lower levels with forward grad on,
+        # see _forward), but the rules' own arithmetic (the sum of several
+        # rules' contributions) needs forward grad on, or the lower levels'
+        # tangents are silently dropped. The rows are still called with it
+        # off (on, this level would differentiate its own tangent rules).
+        call = caller(attrs)
+
+        def call_at_lower_levels(name: str, args: list[Any], wanted: list[bool]) -> Sequence[Any]:
+            with _fwd_grad_enabled(False):
+                return call(name, args, wanted)
+
+        with _fwd_grad_enabled(True):
+            return run_jvp_rules(op, needs, value, call_at_lower_levels, zeros, rows=rows)
 
     rows = rule_rows(table)
     not_differentiable = f"{namespace}::{op.name} is not differentiable: its table row has no gradient rule"
