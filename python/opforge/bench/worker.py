@@ -255,19 +255,20 @@ class Worker:
     def _in_cache_time(self, op: str, shape: tuple[int, int]) -> Optional[float]:
         """The op's arithmetic floor: seconds per [N, M] call on one thread,
         from calls on a few rows whose arrays stay in L2 (IN_CACHE_BYTES),
-        less a one-row call's (which carries the fixed cost of a call);
-        None if too few rows fit or the difference is lost in noise."""
+        less a two-row call's (which carries the fixed cost of a call, and
+        of its sums over rows: a single row may take a shorter path); None if
+        too few rows fit or the difference is lost in noise."""
         n, m = shape
         rows = min(n, IN_CACHE_BYTES // (tr.STREAMS[op] * m * 4))
-        if rows < 4:
+        if rows < 6:
             return None
         self._set_threads(1)
         timings = []
-        for r in (rows, 1):
+        for r in (rows, 2):
             runner = self.impl.transformer(tr.make_data(op, (r, m)))
             timings.append(self._time(f"{op} float32 {r}x{m} in cache, 1 thread", runner,
                                       tr.STREAMS[op] * r * m * 4, "GB/s").best_s)
-        per_row = (timings[0] - timings[1]) / (rows - 1)
+        per_row = (timings[0] - timings[1]) / (rows - 2)
         return per_row * n if per_row > 0 else None
 
 
