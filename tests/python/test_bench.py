@@ -214,7 +214,9 @@ def test_bound_is_the_slower_of_memory_and_arithmetic() -> None:
     memory = {"bytes": 100e9, "threads": 2, "best_s": 4.0, "in_cache_s": 2.0}  # roof 50 GB/s: 2 s; arithmetic 1 s
     arithmetic = {"bytes": 100e9, "threads": 1, "best_s": 10.0, "in_cache_s": 8.0}  # roof 25 GB/s: 4 s
     unknown = {"bytes": 100e9, "threads": 1, "best_s": 10.0, "in_cache_s": None}
-    report._add_bounds([memory, arithmetic, unknown], {"1": 25.0, "2": 50.0})
+    slower = {"bytes": 100e9, "threads": 2, "best_s": 10.0, "in_cache_s": 30.0}  # 15 s over 2 threads: no floor
+    report._add_bounds([memory, arithmetic, unknown, slower], {"1": 25.0, "2": 50.0})
+    assert slower["in_cache_s"] is None and "vs_bound" not in slower
     assert memory["bound_s"] == 2.0 and memory["vs_bound"] == 0.5
     assert arithmetic["bound_s"] == 8.0 and arithmetic["vs_bound"] == 0.8
     assert "vs_bound" not in unknown

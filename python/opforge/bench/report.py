@@ -63,10 +63,14 @@ def _add_bounds(entries: list[dict[str, Any]], copy_roof: dict[str, float]) -> N
     """Adds bound_s and vs_bound to each entry with an in-cache time: the
     slower of the copy roof's time for its bytes and its in-cache (arithmetic)
     time spread over its threads, and the share of that bound its time
-    reaches (1: as fast as either limit allows)."""
+    reaches (1: as fast as either limit allows). An in-cache time longer
+    than the run itself is dropped: it measured a path small calls take,
+    not a floor."""
     for entry in entries:
         in_cache, roof = entry.get("in_cache_s"), _roof_for(copy_roof, entry["threads"])
-        if in_cache is None or not roof:
+        if in_cache is not None and in_cache / entry["threads"] > entry["best_s"]:
+            entry["in_cache_s"] = None  # slower than the whole run: not a floor (a path small calls take)
+        if entry.get("in_cache_s") is None or not roof:
             continue
         entry["bound_s"] = max(entry["bytes"] / (roof * 1e9), in_cache / entry["threads"])
         entry["vs_bound"] = entry["bound_s"] / entry["best_s"]
