@@ -93,20 +93,36 @@ typedef struct opf_row_job {
  * C-order) and contiguous `buf`; to_buf selects the direction. */
 static void opf_row_copy(const opf_row_job *job, const opf_row_arg *a, int64_t off, char *buf, int to_buf) {
     const opf_tensor *t = a->t;
-    const int32_t first = t->ndim - a->core;
-    int64_t index[OPF_MAX_RANK] = {0};
-    for (int64_t i = 0; i < a->len; i++) {
+    const int32_t first = t->ndim - a->core, last = a->core - 1;
+    const size_t elem = job->elem;
+    if (a->len <= 0) {
+        return;
+    }
+    if (a->core == 0) { /* one element */
+        memcpy(to_buf ? buf : a->base + off * (int64_t)elem, to_buf ? a->base + off * (int64_t)elem : buf, elem);
+        return;
+    }
+    /* Runs along the innermost dim: one memcpy where its stride is 1. */
+    int64_t stride[OPF_MAX_RANK] = {0}, index[OPF_MAX_RANK] = {0};
+    for (int32_t d = 0; d < a->core; d++) {
+        stride[d] = opf_tensor_stride(t, first + d);
+    }
+    const int64_t inner = t->shape[first + last], step = stride[last];
+    for (int64_t i = 0; i < a->len; i += inner) {
         int64_t at = off;
-        for (int32_t d = 0; d < a->core; d++) {
-            at += index[d] * opf_tensor_stride(t, first + d);
+        for (int32_t d = 0; d < last; d++) {
+            at += index[d] * stride[d];
         }
-        char *elem = a->base + at * (int64_t)job->elem;
-        if (to_buf) {
-            memcpy(buf + (size_t)i * job->elem, elem, job->elem);
+        char *mem = a->base + at * (int64_t)elem, *row = buf + (size_t)i * elem;
+        if (step == 1) {
+            memcpy(to_buf ? row : mem, to_buf ? mem : row, (size_t)inner * elem);
         } else {
-            memcpy(elem, buf + (size_t)i * job->elem, job->elem);
+            for (int64_t j = 0; j < inner; j++) {
+                char *e = mem + j * step * (int64_t)elem;
+                memcpy(to_buf ? row + (size_t)j * elem : e, to_buf ? e : row + (size_t)j * elem, elem);
+            }
         }
-        for (int32_t d = a->core - 1; d >= 0 && ++index[d] == t->shape[first + d]; d--) {
+        for (int32_t d = last - 1; d >= 0 && ++index[d] == t->shape[first + d]; d--) {
             index[d] = 0;
         }
     }
