@@ -182,7 +182,7 @@ static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call,
         const size_t bytes = (size_t)a->len * job->elem;
         /* Blocks end on the destination's 64-byte lines: only the row's first
          * and last lines take the copy's plain stores. */
-        const size_t head = (64 - ((uintptr_t)dst & 63)) & 63;
+        const size_t head = opf_line_head(dst);
         for (size_t at = 0, len; at < bytes; at += len) {
             len = at == 0 && head > 0 ? head + OPF_ROW_STREAM_BLOCK : OPF_ROW_STREAM_BLOCK;
             len = bytes - at < len ? bytes - at : len;

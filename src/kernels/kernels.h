@@ -41,6 +41,11 @@ typedef void (*opf_f64_gemm_ukernel)(size_t k, const double *a, int64_t rsa, int
  * block to reach memory). */
 typedef void (*opf_copy_ukernel)(size_t bytes, const void *src, void *dst, int fence);
 
+/* Bytes from p to the next 64-byte line (0 on a line). Streamed copies start
+ * their blocks there: a line stored partly by plain stores and partly
+ * streamed costs more than a whole block. */
+static inline size_t opf_line_head(const void *p) { return (64 - ((uintptr_t)p & 63)) & 63; }
+
 typedef struct opf_gemm_f32_config {
     opf_f32_gemm_ukernel ukernel;
     size_t mr, nr;

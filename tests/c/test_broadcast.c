@@ -485,6 +485,71 @@ TEST(test_large_reductions) {
     binary_once("mul", OPF_F64, (shape){2, {1000, 1}}, (shape){2, {1, 300}}, TV_CONTIG, TV_NEGATIVE, TV_TRANSPOSED, &r);
 }
 
+/* Broadcasts whose outputs are large enough to be streamed (4 MiB and up):
+ * blocks computed into a buffer while the inputs are walked, rows that end
+ * inside a block, rows longer than a block, inputs in place, gathered and
+ * reversed; an output that is not dense (the plain walk); two outputs; and
+ * the output on an input. */
+TEST(test_large_broadcasts) {
+    rng r = rng_seed(0x5E1B0C);
+    binary_once("add", OPF_F32, (shape){2, {1030, 1100}}, (shape){1, {1100}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("mul", OPF_F32, (shape){2, {1030, 1100}}, (shape){2, {1030, 1}}, TV_CONTIG, TV_STEP2, TV_CONTIG, &r);
+    binary_once("mul", OPF_F64, (shape){2, {700, 800}}, (shape){2, {700, 1}}, TV_TRANSPOSED, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("add", OPF_F32, (shape){3, {2, 1000, 600}}, (shape){2, {1000, 1}}, TV_STEP2, TV_NEGATIVE, TV_CONTIG,
+                &r);
+    binary_once("add", OPF_F64, (shape){2, {3, 1}}, (shape){2, {1, 250000}}, TV_NEGATIVE, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("add", OPF_F32, (shape){2, {1030, 1100}}, (shape){1, {1100}}, TV_CONTIG, TV_CONTIG, TV_NEGATIVE, &r);
+
+    /* bsum_diff's two outputs, one of them reversed (so not streamed: the plain walk). */
+    const int64_t sx[2] = {1100, 1001}, sb[1] = {1001};
+    for (int layout = 0; layout < 2; layout++) {
+        tview a, b, s, d;
+        tv_make(&a, OPF_F32, 2, sx, TV_CONTIG, 1);
+        tv_make(&b, OPF_F32, 1, sb, TV_CONTIG, 2);
+        tv_make(&s, OPF_F32, 2, sx, TV_CONTIG, 3);
+        tv_make(&d, OPF_F32, 2, sx, layout ? TV_NEGATIVE : TV_CONTIG, 4);
+        float *va = xcalloc(a.numel, sizeof(float)), *vb = xcalloc(b.numel, sizeof(float));
+        float *gs = xcalloc(s.numel, sizeof(float)), *gd = xcalloc(d.numel, sizeof(float));
+        tv_fill(&a, &r, 0, va);
+        tv_fill(&b, &r, 0, vb);
+        CHECK(opf_op_run(user_op("bsum_diff"), (const opf_tensor *[]){&a.t, &b.t},
+                         (const opf_tensor *[]){&s.t, &d.t}, NULL) == OPF_OK,
+              "%s", opf_last_error());
+        tv_gather(&s, gs);
+        tv_gather(&d, gd);
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < (int64_t)s.numel; i++) {
+            const float x = va[i], z = vb[i % sb[0]];
+            wrong += gs[i] != x + z || gd[i] != x - z;
+        }
+        CHECK(wrong == 0, "bsum_diff [1100, 1001] (d %s): %lld elements wrong", layout ? "reversed" : "contiguous",
+              (long long)wrong);
+        CHECK_TV_GUARDS(&s, "bsum_diff: guards of s");
+        CHECK_TV_GUARDS(&d, "bsum_diff: guards of d");
+        free(va), free(vb), free(gs), free(gd);
+        tv_free(&a), tv_free(&b), tv_free(&s), tv_free(&d);
+    }
+
+    /* The output on the full input: add(x, b) into x. */
+    const int64_t n = 1100, m = 1030;
+    float *x = xmalloc((size_t)(n * m) * sizeof(float)), *bias = xmalloc((size_t)m * sizeof(float));
+    float *want = xmalloc((size_t)(n * m) * sizeof(float));
+    for (int64_t i = 0; i < n * m; i++) {
+        x[i] = (float)rng_uniform(&r, -2, 2);
+    }
+    for (int64_t j = 0; j < m; j++) {
+        bias[j] = (float)rng_uniform(&r, -2, 2);
+    }
+    for (int64_t i = 0; i < n * m; i++) {
+        want[i] = x[i] + bias[i % m];
+    }
+    const int64_t sxm[2] = {n, m}, sm[1] = {m};
+    opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, sxm), tb = opf_tensor_make(bias, OPF_F32, 1, sm);
+    CHECK(opf_add(&tx, &tb, &tx) == OPF_OK, "add into x: %s", opf_last_error());
+    CHECK(memcmp(x, want, (size_t)(n * m) * sizeof(float)) == 0, "add(x, b) into x: wrong values");
+    free(x), free(bias), free(want);
+}
+
 /* The results never depend on the number of threads, bit for bit. */
 TEST(test_thread_count_independent) {
     rng r = rng_seed(0x7EAD5);
@@ -646,6 +711,7 @@ int main(void) {
     RUN_TEST(test_sum_to_values);
     RUN_TEST(test_mul_grad_values);
     RUN_TEST(test_large_reductions);
+    RUN_TEST(test_large_broadcasts);
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_user_rows);
     RUN_TEST(test_in_place_and_errors);
