@@ -8,7 +8,7 @@
 void opf_copy_ukernel__avx512_u256(size_t bytes, const void *src, void *dst, int fence) {
     const char *s = src;
     char *d = dst;
-    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+    size_t head = opf_line_head(d);
     head = head < bytes ? head : bytes;
     memcpy(d, s, head);
     s += head, d += head, bytes -= head;
