@@ -222,6 +222,50 @@ def test_bound_is_the_slower_of_memory_and_arithmetic() -> None:
     assert "vs_bound" not in unknown
 
 
+def test_one_thread_runs_are_compared_with_pinned_frameworks() -> None:
+    """opforge on all threads against the frameworks' default runs, on one
+    thread against the pinned ones (and NumPy's one-thread ufuncs); a pinned
+    framework against its pinned peers only."""
+    def entry(impl: str, threads: Optional[int], gbs: float, builtin: bool = True,
+              pinned: Optional[int] = None) -> dict[str, Any]:
+        return {"impl": impl, "op": "gelu", "dtype": "float32", "threads": threads, "gbs": gbs, "builtin": builtin,
+                "pinned": pinned}
+
+    ours_all, ours_one = entry("opforge", 2, 10.0, builtin=False), entry("opforge", 1, 6.0, builtin=False)
+    torch_default, torch_one = entry("torch", 2, 12.0), entry("torch", 1, 4.0, pinned=1)
+    jax_default, numpy = entry("jax", None, 8.0), entry("numpy", 1, 3.0)
+    entries = [ours_all, ours_one, torch_default, torch_one, jax_default, numpy]
+    report._add_ratios(entries, "op", "gbs", {"float32": {"1": 20.0, "2": 40.0}}, "copy", 2)
+    assert ours_all["best_builtin"] == "torch" and ours_all["vs_best_builtin"] == pytest.approx(10 / 12)
+    assert ours_one["best_builtin"] == "torch (1 core)" and ours_one["vs_best_builtin"] == pytest.approx(6 / 4)
+    assert torch_one["best_builtin"] == "torch (1 core)" and numpy["best_builtin"] == "torch"
+    assert jax_default["vs_copy"] == pytest.approx(8 / 40)  # unknown threads: the roof at all threads
+    # Without pinned runs, the 1-thread run is compared with the 1-thread built-ins there are (NumPy).
+    entries = [ours_one, numpy, torch_default]
+    report._add_ratios(entries, "op", "gbs", {"float32": {"1": 20.0, "2": 40.0}}, "copy", 2)
+    assert ours_one["best_builtin"] == "numpy" and ours_one["vs_best_builtin"] == pytest.approx(2.0)
+
+
+def test_pinned_worker_runs_on_one_core() -> None:
+    """A framework's worker with --pin 1 is confined to one core, its BLAS
+    and OpenMP told so, and its entries say 1 thread."""
+    settings = runner.settings_from(cli.make_parser().parse_args(["bench", "--quick", *TINY]))
+    command = runner.worker_command("numpy", None, settings, 0.0, pinned=1)
+    assert command[-2:] == ["--pin", "1"]
+    env = runner._worker_env(None, 1)
+    assert all(env[name] == "1" for name in runner.THREAD_VARIABLES)
+    code = ("import os, sys; from opforge.bench import runner; runner.pin_to_cores(1); "
+            "print(len(os.sched_getaffinity(0)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=True)
+    assert proc.stdout.strip() == "1"
+    command = [sys.executable, "-m", "opforge", "bench", "--worker", "numpy", *TINY, "--sizes", "", "--pin", "1"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=120, check=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(runner.RESULT_MARKER)]
+    result = json.loads(lines[0][len(runner.RESULT_MARKER):])
+    assert result["pinned"] == 1 and result["measurements"]
+    assert all(m["threads"] == 1 for m in result["measurements"])
+
+
 def test_parse_shapes() -> None:
     assert runner.parse_shapes("256, 32x1024x512") == [(256, 256, 256), (32, 1024, 512)]
     assert runner.parse_shapes("") == []

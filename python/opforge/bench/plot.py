@@ -14,25 +14,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-
-def _label(entry: dict[str, Any]) -> str:
-    return f"{entry['impl']}/{entry['level']}" if entry.get("level") else str(entry["impl"])
+from .report import entry_label
 
 
 def _all_threads(entries: list[dict[str, Any]], max_threads: int) -> list[dict[str, Any]]:
     """opforge at all threads, built-ins at their default."""
-    return [e for e in entries if e["builtin"] or e["threads"] == max_threads]
+    return [e for e in entries
+            if (e["builtin"] and not e.get("pinned")) or (not e["builtin"] and e["threads"] == max_threads)]
 
 
 def _bars(axis: Any, entries: list[dict[str, Any]], groups: list[str], group_of: Any, value: str) -> None:
     """Bars of entries[value] per group (x axis, in the given order), one colour per implementation."""
     groups = [g for g in groups if any(group_of(e) == g for e in entries)]
-    labels = list(dict.fromkeys(_label(e) for e in entries))
+    labels = list(dict.fromkeys(entry_label(e) for e in entries))
     width = 0.8 / max(1, len(labels))
     for i, label in enumerate(labels):
         xs, ys = [], []
         for e in entries:
-            if _label(e) == label:
+            if entry_label(e) == label:
                 xs.append(groups.index(group_of(e)) + (i - (len(labels) - 1) / 2) * width)
                 ys.append(e[value])
         axis.bar(xs, ys, width=width, label=label)

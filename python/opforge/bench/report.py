@@ -6,9 +6,11 @@ Ratios (all measured in the same run):
 - transformer ops: GB/s (the [N, M] arrays read and written, transformer.py's
   STREAMS) / the copy roof, i.e. a copy's time of the same bytes / the op's;
 - dense GFLOP/s / the FMA peak for its dtype at the same thread count;
-- each / the fastest built-in (any framework, at its own default threads)
-  on the same op, dtype and size: for the transformer ops, the fastest
-  built-in's time / opforge's.
+- each / the fastest built-in (any framework) on the same op, dtype and
+  size: for the transformer ops, the fastest built-in's time / opforge's.
+  opforge on all threads is compared with the frameworks at their default
+  threads; opforge on one thread with the frameworks pinned to one core
+  (and NumPy's single-threaded ufuncs), where the run has them.
 
 A built-in whose thread count is unknown is compared with the roof at all
 threads. The JSON keeps every raw time (every timed run) next to the ratios.
@@ -42,21 +44,33 @@ def _ratio(value: float, base: Optional[float]) -> Optional[float]:
     return value / base if base else None
 
 
+def _peers(entry: dict[str, Any], builtins: list[dict[str, Any]], all_threads: int) -> list[dict[str, Any]]:
+    """The built-in entries (same op/shape and dtype) an entry is compared
+    with: those at its own thread count when it runs on fewer than all
+    threads (opforge on one thread) or is pinned, if the run has any; else
+    those at their default threads."""
+    if entry.get("pinned") or (not entry["builtin"] and entry["threads"] != all_threads):
+        same = [b for b in builtins if b["threads"] == entry["threads"]]
+        if same:
+            return same
+    return [b for b in builtins if not b.get("pinned")]
+
+
 def _add_ratios(entries: list[dict[str, Any]], key: str, value: str, roofs: dict[str, dict[str, float]],
-                roof_name: str) -> None:
-    """Adds vs_<roof_name>, vs_best_builtin and best_builtin to each entry;
-    entries with the same `key` (op/shape and dtype) share a fastest built-in."""
-    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+                roof_name: str, all_threads: int) -> None:
+    """Adds vs_<roof_name>, vs_best_builtin and best_builtin (the fastest of
+    its _peers) to each entry."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for entry in entries:
-        group = (str(entry[key]), entry["dtype"])
-        if entry["builtin"] and (group not in best or entry[value] > best[group][value]):
-            best[group] = entry
+        if entry["builtin"]:
+            groups.setdefault((str(entry[key]), entry["dtype"]), []).append(entry)
     for entry in entries:
-        fastest = best.get((str(entry[key]), entry["dtype"]))
+        peers = _peers(entry, groups.get((str(entry[key]), entry["dtype"]), []), all_threads)
+        fastest = max(peers, key=lambda e: float(e[value])) if peers else None
         roof = _roof_for(roofs.get(entry["dtype"] if roof_name == "peak" else "float32", {}), entry["threads"])
         entry[f"vs_{roof_name}"] = _ratio(entry[value], roof)
         entry["vs_best_builtin"] = _ratio(entry[value], fastest[value]) if fastest else None
-        entry["best_builtin"] = fastest["impl"] if fastest else None
+        entry["best_builtin"] = entry_label(fastest) if fastest else None
 
 
 def _add_bounds(entries: list[dict[str, Any]], copy_roof: dict[str, float]) -> None:
@@ -87,17 +101,18 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
     errors: list[str] = []
     for worker in workers:
         for entry in worker["measurements"]:
-            entry = dict(entry, builtin=worker["builtin"], version=worker["version"])
+            entry = dict(entry, builtin=worker["builtin"], version=worker["version"], pinned=worker.get("pinned"))
             sections[entry["section"]].append(entry)
             if not entry["check_ok"]:
-                errors.append(f"{_label(entry)} {entry['section']} {_what(entry)}: result differs from NumPy "
+                errors.append(f"{entry_label(entry)} {entry['section']} {_what(entry)}: result differs from NumPy "
                               f"(relative error {entry['check_error']:.2e})")
         skipped += worker["skipped"]
         errors += worker["errors"]
-    _add_ratios(sections["elementwise"], "op", "gbs", {"float32": copy_roof}, "copy")
-    _add_ratios(sections["transformer"], "op", "gbs", {"float32": copy_roof}, "copy")
+    all_threads = int(machine["opforge_threads"])
+    _add_ratios(sections["elementwise"], "op", "gbs", {"float32": copy_roof}, "copy", all_threads)
+    _add_ratios(sections["transformer"], "op", "gbs", {"float32": copy_roof}, "copy", all_threads)
     _add_bounds(sections["transformer"], copy_roof)
-    _add_ratios(sections["dense"], "shape", "gflops", peaks, "peak")
+    _add_ratios(sections["dense"], "shape", "gflops", peaks, "peak", all_threads)
     return {
         "schema": SCHEMA,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -108,7 +123,8 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
         "settings": dict(settings.as_json(), quick=bool(args.quick), fma_run_s=fma_target_s),
         "machine": machine,
         "implementations": [
-            {k: w[k] for k in ("impl", "level", "version", "builtin")} for w in workers
+            {**{k: w[k] for k in ("impl", "level", "version", "builtin")}, "pinned": w.get("pinned")}
+            for w in workers
         ],
         "limits": {
             "measurements": [limit.as_json() for limit in measured],
@@ -126,7 +142,10 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
 # --------------------------------------------------------------------------
 
 
-def _label(entry: dict[str, Any]) -> str:
+def entry_label(entry: dict[str, Any]) -> str:
+    """The implementation of an entry as the tables and the plot name it."""
+    if entry.get("pinned"):
+        return f"{entry['impl']} ({entry['pinned']} core)"
     return f"{entry['impl']}/{entry['level']}" if entry.get("level") else str(entry["impl"])
 
 
@@ -197,8 +216,8 @@ def _eltwise_text(result: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for dtype in dict.fromkeys(e["dtype"] for e in result["elementwise"]):
         entries = [e for e in result["elementwise"] if e["dtype"] == dtype]
-        rows = [[e["op"], _label(e), _threads(e), f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
-                 _times(e["vs_best_builtin"], e["best_builtin"], e["impl"] == e["best_builtin"])
+        rows = [[e["op"], entry_label(e), _threads(e), f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
+                 _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"])
                  + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
         lines += ["", f"Elementwise, {dtype}, {entries[0]['elements']} elements "
                       "(GB/s = bytes read + written / time)",
@@ -211,9 +230,9 @@ def _dense_text(result: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for dtype in dict.fromkeys(e["dtype"] for e in result["dense"]):
         entries = [e for e in result["dense"] if e["dtype"] == dtype]
-        rows = [["x".join(str(d) for d in e["shape"]), _label(e), _threads(e), f"{e['gflops']:.1f}",
+        rows = [["x".join(str(d) for d in e["shape"]), entry_label(e), _threads(e), f"{e['gflops']:.1f}",
                  _pct(e["vs_peak"]),
-                 _times(e["vs_best_builtin"], e["best_builtin"], e["impl"] == e["best_builtin"])
+                 _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"])
                  + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
         lines += ["", f"Dense, {dtype}: relu(x @ w + b), shape N x K x M (GFLOP/s = 2NKM / time)",
                   *table(["shape", "implementation", "threads", "GFLOP/s", "vs FMA peak", "vs fastest built-in"],
@@ -228,9 +247,9 @@ def _transformer_text(result: dict[str, Any]) -> list[str]:
     def in_cache(e: dict[str, Any]) -> str:
         return "—" if e.get("in_cache_s") is None else f"{e['in_cache_s'] / e['threads'] * 1e3:.2f}"
 
-    rows = [[e["op"], _label(e), _threads(e), f"{e['best_s'] * 1e3:.2f}", f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
+    rows = [[e["op"], entry_label(e), _threads(e), f"{e['best_s'] * 1e3:.2f}", f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
              in_cache(e), _pct(e.get("vs_bound")),
-             _times(e["vs_best_builtin"], e["best_builtin"], e["impl"] == e["best_builtin"])
+             _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"])
              + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
     rows.sort(key=lambda row: OPS.index(row[0]))  # by op; implementations in run order
     n, m = entries[0]["shape"]
@@ -259,9 +278,10 @@ def format_text(result: dict[str, Any]) -> str:
         + (" ".join(f"{x:.2f}" for x in load) if load else "unknown"),
         f"Times: {result['statistic_text']}.",
         "Ratios: elementwise and transformer ops vs the copy roof, dense vs the FMA peak, each at the same "
-        "thread count (built-ins at their default threads: vs all threads); and vs the fastest built-in. The copy "
-        "roof is a measured copy, not a hard bound: ops reading two arrays per one written (add, the gradient "
-        "rows) may exceed it.",
+        "thread count (built-ins at their default threads: vs all threads); and vs the fastest built-in: opforge "
+        "on all threads vs the frameworks at their defaults, opforge on 1 thread vs the frameworks pinned to one "
+        "core (\"(1 core)\"; not dense) and NumPy's one-thread ufuncs. The copy roof is a measured copy, not a "
+        "hard bound: ops reading two arrays per one written (add, the gradient rows) may exceed it.",
         "",
         *_limits_text(result),
         *_eltwise_text(result),

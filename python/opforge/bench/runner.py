@@ -28,6 +28,8 @@ from .worker import Settings, Shape, run_worker
 
 #: A worker's stdout line holding its result (frameworks may print other lines).
 RESULT_MARKER = "OPFORGE-BENCH-RESULT "
+#: A worker to run: the implementation, opforge's ISA level, the cores a framework is pinned to.
+Job = tuple[str, Optional[str], Optional[int]]
 #: Timed runs per machine-limit measurement, at least (the runs are short).
 LIMIT_REPEATS = 10
 
@@ -116,6 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fma-seconds", type=float, help=hidden)
     parser.add_argument("--worker", nargs="?", const="opforge", default=None, help=hidden)
     parser.add_argument("--isa", help=hidden)
+    parser.add_argument("--pin", type=int, help=hidden)
     parser.add_argument("--started-at", type=float, help=hidden)
 
 
@@ -138,8 +141,10 @@ def _shapes_text(shapes: list[Shape]) -> str:
     return ",".join("x".join(str(d) for d in shape) for shape in shapes) or ","
 
 
-def worker_command(impl: str, level: Optional[str], settings: Settings, started_at: float) -> list[str]:
-    """The command line of a worker process measuring impl (at level)."""
+def worker_command(impl: str, level: Optional[str], settings: Settings, started_at: float,
+                   pinned: Optional[int] = None) -> list[str]:
+    """The command line of a worker process measuring impl (at level; a
+    framework pinned to `pinned` cores, or None for its defaults)."""
     command = [sys.executable, "-m", "opforge", "bench", "--worker", impl,
                "--elements", str(settings.elements), "--sizes", _shapes_text(settings.dense_shapes),
                "--sizes-f64", _shapes_text(settings.dense_shapes_f64), "--repeats", str(settings.repeats),
@@ -147,11 +152,16 @@ def worker_command(impl: str, level: Optional[str], settings: Settings, started_
                "--min-time", repr(settings.min_time_s),
                "--transformer", "x".join(map(str, settings.transformer_shape or (0,))),
                "--started-at", repr(started_at)]
-    return command + (["--isa", level] if level else [])
+    return command + (["--isa", level] if level else []) + (["--pin", str(pinned)] if pinned else [])
 
 
-def _worker_env(level: Optional[str]) -> dict[str, str]:
-    """The parent's environment, with this opforge importable and the level set."""
+#: Thread-count variables of the libraries frameworks use (OpenMP, BLAS), set for a pinned worker.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _worker_env(level: Optional[str], pinned: Optional[int] = None) -> dict[str, str]:
+    """The parent's environment, with this opforge importable, the level set,
+    and for a pinned worker its libraries' thread counts."""
     import opforge
 
     env = dict(os.environ)
@@ -161,19 +171,30 @@ def _worker_env(level: Optional[str]) -> dict[str, str]:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
     if level:
         env["OPFORGE_ISA"] = level
+    if pinned:
+        env.update({name: str(pinned) for name in THREAD_VARIABLES})
     return env
 
 
-def spawn_worker(impl: str, level: Optional[str], settings: Settings, started_at: float) -> dict[str, Any]:
+def spawn_worker(impl: str, level: Optional[str], settings: Settings, started_at: float,
+                 pinned: Optional[int] = None) -> dict[str, Any]:
     """Runs a worker process; its result, or one with an error entry if it failed."""
-    command = worker_command(impl, level, settings, started_at)
-    proc = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=_worker_env(level))
+    command = worker_command(impl, level, settings, started_at, pinned)
+    proc = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=_worker_env(level, pinned))
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_MARKER):
             return dict(json.loads(line[len(RESULT_MARKER):]))
     failure = f"worker {impl}{'/' + level if level else ''} exited with status {proc.returncode} and no result"
-    return {"impl": impl, "builtin": impl != "opforge", "version": None, "level": level,
+    return {"impl": impl, "builtin": impl != "opforge", "version": None, "level": level, "pinned": pinned,
             "measurements": [], "skipped": [], "errors": [failure]}
+
+
+def pin_to_cores(count: int) -> None:
+    """Confines this process to `count` of the cores it may run on, before any
+    framework is imported: every framework then sizes its thread pools to
+    them (an affinity mask is the one setting all of them honour; JAX's XLA
+    flags for threads, for one, are ignored by its CPU runtime)."""
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:count])
 
 
 def worker_main(args: argparse.Namespace) -> int:
@@ -183,7 +204,9 @@ def worker_main(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     prefix = "  " if args.started_at is not None else ""
     progress = Progress(args.started_at, prefix=prefix)
-    result = run_worker(args.worker, settings, progress, args.isa)
+    if args.pin:
+        pin_to_cores(args.pin)
+    result = run_worker(args.worker, settings, progress, args.isa, args.pin)
     sys.stdout.write(RESULT_MARKER + json.dumps(asdict(result)) + "\n")
     sys.stdout.flush()
     return 0
@@ -241,18 +264,27 @@ def bench_main(args: argparse.Namespace) -> int:
 
     # Limits before each worker and after the last, the best kept: the machine's
     # bandwidth and peak, as other processes leave them, change over a run.
-    jobs = [("opforge", level) for level in levels] + [(framework, None) for framework in frameworks]
+    # opforge runs on 1 and all threads; each framework at its defaults and,
+    # for the comparison with opforge's 1-thread run, pinned to one core (not
+    # NumPy, whose elementwise ufuncs use one thread anyway). The pinned
+    # workers skip the dense section.
+    jobs: list[Job] = [("opforge", level, None) for level in levels] + [(name, None, None) for name in frameworks]
+    if all_threads > 1:
+        jobs += [(name, None, 1) for name in frameworks if name != "numpy"]
     measured: list[limits_mod.Limit] = []
     workers = []
-    for round_, (impl, level) in enumerate(jobs, start=1):
+    for round_, (impl, level, pinned) in enumerate(jobs, start=1):
         measured += measure_limits(settings, thread_counts, fma_target, progress, round_)
         if level:
             progress.note(f"opforge at ISA level {level} (a worker process with OPFORGE_ISA={level})")
         else:
-            progress.note(f"{impl} built-ins (a worker process)")
+            progress.note(f"{impl} built-ins (a worker process{', pinned to one core' if pinned else ''})")
         # The transformer section (long: 22 ops at [8192, 4096]) runs at the best level only.
         best = level is None or level == max(levels, key=ISA_LEVELS.index)
-        workers.append(spawn_worker(impl, level, settings if best else replace(settings, transformer_shape=None), started))
+        worker_settings = settings if best else replace(settings, transformer_shape=None)
+        if pinned:
+            worker_settings = replace(worker_settings, dense_shapes=[], dense_shapes_f64=[])
+        workers.append(spawn_worker(impl, level, worker_settings, started, pinned))
     measured += measure_limits(settings, thread_counts, fma_target, progress, len(jobs) + 1)
 
     result = report.build(machine, settings, args, measured, workers, time.time() - started, fma_target)

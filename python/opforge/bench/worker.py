@@ -60,6 +60,7 @@ class WorkerResult:
     builtin: bool
     version: str
     level: Optional[str] = None  # opforge's ISA level in use
+    pinned: Optional[int] = None  # a framework confined to this many cores (None: its defaults)
     measurements: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -102,15 +103,23 @@ def _dense_check(x: np.ndarray, w: np.ndarray, b: np.ndarray, result: np.ndarray
 class Worker:
     """Runs every measurement of one implementation."""
 
-    def __init__(self, impl: Implementation, settings: Settings, progress: Progress, level: Optional[str]) -> None:
+    def __init__(self, impl: Implementation, settings: Settings, progress: Progress, level: Optional[str],
+                 pinned: Optional[int] = None) -> None:
         self.impl = impl
         self.settings = settings
         self.progress = progress
-        self.result = WorkerResult(impl.name, impl.builtin, impl.version(), level)
+        self.result = WorkerResult(impl.name, impl.builtin, impl.version(), level, pinned)
         self.all_threads = impl.threads("dense") if not impl.builtin else None
 
     def label(self) -> str:
+        if self.result.pinned:
+            return f"{self.impl.name}[{self.result.pinned} core]"
         return f"{self.impl.name}[{self.result.level}]" if self.result.level else self.impl.name
+
+    def _threads_of(self, threads: Optional[int], section: str) -> Optional[int]:
+        """The thread count an entry records: opforge's setting, a pinned
+        framework's cores, else what the framework says it uses."""
+        return threads or self.result.pinned or self.impl.threads(section)
 
     def thread_counts(self) -> list[Optional[int]]:
         """opforge: all threads, then 1; a framework: its own default (None)."""
@@ -178,7 +187,7 @@ class Worker:
                     "elements": n,
                     "impl": self.impl.name,
                     "level": self.result.level,
-                    "threads": threads if threads else self.impl.threads("elementwise"),
+                    "threads": self._threads_of(threads, "elementwise"),
                     "bytes": nbytes,
                     "gbs": nbytes / timing.best_s / 1e9,
                 }
@@ -213,7 +222,7 @@ class Worker:
                     "dtype": dtype,
                     "impl": self.impl.name,
                     "level": self.result.level,
-                    "threads": threads if threads else self.impl.threads("dense"),
+                    "threads": self._threads_of(threads, "dense"),
                     "flops": flops,
                     "gflops": flops / timing.best_s / 1e9,
                 }
@@ -243,7 +252,7 @@ class Worker:
                 "dtype": "float32",
                 "impl": self.impl.name,
                 "level": self.result.level,
-                "threads": threads if threads else self.impl.threads("transformer"),
+                "threads": self._threads_of(threads, "transformer"),
                 "bytes": nbytes,
                 "gbs": nbytes / timing.best_s / 1e9,
             }
@@ -272,7 +281,8 @@ class Worker:
         return per_row * n if per_row > 0 else None
 
 
-def run_worker(impl_name: str, settings: Settings, progress: Progress, requested_level: Optional[str]) -> WorkerResult:
+def run_worker(impl_name: str, settings: Settings, progress: Progress, requested_level: Optional[str],
+               pinned: Optional[int] = None) -> WorkerResult:
     """Measures one implementation; for opforge, at the level OPFORGE_ISA set
     (the level actually used is reported, and a mismatch is an error entry)."""
     impl = IMPLEMENTATIONS[impl_name]()
@@ -281,7 +291,7 @@ def run_worker(impl_name: str, settings: Settings, progress: Progress, requested
         import opforge
 
         level = str(opforge.info()["isa"])
-    worker = Worker(impl, settings, progress, level)
+    worker = Worker(impl, settings, progress, level, pinned)
     if requested_level and level != requested_level:
         worker.result.errors.append(f"asked for ISA level {requested_level}, opforge used {level}")
         progress.note(f"WARNING: asked for ISA level {requested_level}, opforge used {level}")
