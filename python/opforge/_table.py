@@ -175,10 +175,15 @@ class OpTable:
     ops: tuple[OpDef, ...]
     cdata: Any = field(repr=False, compare=False)  # const opf_op_table *
     owner: Any = field(default=None, repr=False, compare=False)  # keeps a user library loaded
+    _by_name: dict[str, OpDef] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The rule walkers look a row up per rule of every gradient and tangent call.
+        object.__setattr__(self, "_by_name", {op.name: op for op in self.ops})
 
     def find(self, name: str) -> Optional[OpDef]:
         """The row called ``name``, or None."""
-        return next((op for op in self.ops if op.name == name), None)
+        return self._by_name.get(name)
 
 
 def _text(ptr: Any) -> str:
@@ -475,11 +480,6 @@ class RuleRows:
         return row.output_shapes[0].kind != "summed" or tuple(broadcast_shapes(present)) == shapes[0]
 
 
-def rule_rows(table: OpTable) -> RuleRows:
-    """``rows`` of :func:`run_grad_rules` for the rows of ``table``."""
-    return RuleRows(table)
-
-
 def _absent_where_required(rule: GradDef, args: Sequence[Any], rows: Optional[RuleRows]) -> bool:
     """Whether a rule passes an absent value (None: an absent input or
     tangent, a gradient of an output not computed) where its op requires one:
@@ -516,7 +516,7 @@ def run_grad_rules(
     computed); returns its outputs in order (None for one not computed).
     ``skip(rule)``: True for a rule known to contribute zero (JAX: all the
     cotangents it reads are symbolic zeros). ``rows``: the table's rows
-    (:func:`rule_rows`): a rule that would pass an absent optional input of
+    (:class:`RuleRows`): a rule that would pass an absent optional input of
     ``op`` where its op requires a tensor contributes nothing (absent
     optional inputs are zero, and a rule is linear in such a value), and a
     row that passes its first argument through unchanged

@@ -84,9 +84,9 @@ from ._table import (
     GradSource,
     OpDef,
     OpTable,
+    RuleRows,
     builtin_table,
     docstring,
-    rule_rows,
     run_grad_rules,
     run_jvp_rules,
 )
@@ -567,7 +567,7 @@ class _Linear:
         def zeros(i: int) -> Optional[jax.Array]:
             return None if inputs[i] is None else jnp.zeros_like(inputs[i])
 
-        rows = rule_rows(caller.namespace.__opforge_table__)
+        rows = RuleRows(caller.namespace.__opforge_table__)
         tangents = run_jvp_rules(op, list(self.outputs), value, caller._rule_call(self.attrs), zeros, rows=rows)
         outs = iter(tangents)
         # The mutated inputs' new values (rows written in place have no
@@ -614,7 +614,7 @@ class _Linear:
             return bool(read) and all(cotangent_of[o] is None for o in read)
 
         needs = [slot is not None for slot in self._per_input([True] * sum(self.which))]
-        rows = rule_rows(caller.namespace.__opforge_table__)
+        rows = RuleRows(caller.namespace.__opforge_table__)
         grads = run_grad_rules(op, needs, value, caller._rule_call(self.attrs), zero, rows)
         return [grads[i] for i, slot in enumerate(needs) if slot]
 

@@ -47,10 +47,10 @@ from ._table import (
     GradSource,
     OpDef,
     OpTable,
+    RuleRows,
     builtin_table,
     docstring,
     export_functions,
-    rule_rows,
     run_grad_rules,
 )
 
@@ -235,7 +235,7 @@ def _make_gradient(
             return list(out) if len(grad_op.outputs) > 1 else [out]
 
         needs = [counts[i] > 0 and starts[i] not in skipped for i in range(len(op.inputs))]
-        for i, g in enumerate(run_grad_rules(op, needs, value, call, rows=rule_rows(table))):
+        for i, g in enumerate(run_grad_rules(op, needs, value, call, rows=RuleRows(table))):
             if g is not None:
                 results[starts[i]] = g
         return results

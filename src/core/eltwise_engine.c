@@ -39,7 +39,7 @@ enum {
 
 typedef struct opf_ew_job {
     opf_eltwise_fn fn;
-    int copies; /* OPF_OP_PASS_THROUGH: fn writes its first input to its one output */
+    int pass_through; /* OPF_OP_PASS_THROUGH: fn writes its first input to its one output */
     opf_copy_ukernel stream_copy;
     int walk; /* opf_ew_streamed walks the inputs (opf_ew_walk) rather than reading them contiguously */
     int32_t num_in, num_out;
@@ -645,8 +645,8 @@ typedef struct opf_ew_reduce {
     int64_t acc_stride[OPF_MAX_ARGS][OPF_MAX_RANK]; /* per summed output: compact strides over its kept dims */
     int64_t acc_size[OPF_MAX_ARGS];                 /* elements of one chunk's accumulator */
     double *acc[OPF_MAX_ARGS];                      /* one accumulator per chunk */
-    int copies;                                     /* the row copies its input (OPF_OP_PASS_THROUGH): sum that */
-    atomic_int failed;                              /* a range could not get its tile buffers */
+    int sums_input;    /* a pass-through row summed: its input is summed, with no kernel call */
+    atomic_int failed; /* a range could not get its tile buffers */
 } opf_ew_reduce;
 
 /* A chunk's buffers for its tiles: one per operand, and for each input the
@@ -670,7 +670,7 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
     char *const *buf = b->buf;
     char *ptr[OPF_EW_OPERANDS];
     int per_row = 0; /* an operand walked in place whose rows are not one block: a kernel call per row */
-    for (int32_t k = 0; k < (r->copies ? 1 : count); k++) {
+    for (int32_t k = 0; k < (r->sums_input ? 1 : count); k++) {
         const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
         const int summed = k >= job->num_in && r->summed[k - job->num_in];
         ptr[k] = col == 1 && !summed && (row == n || n >= OPF_EW_ROW_CALL_MIN) ? start[k] : buf[k];
@@ -697,7 +697,7 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
             }
         }
     }
-    if (r->copies) { /* y = x (OPF_OP_PASS_THROUGH): the input itself is summed, with no kernel call */
+    if (r->sums_input) { /* y = x (OPF_OP_PASS_THROUGH): the input itself is summed, with no kernel call */
         const int64_t x_row = ptr[0] == buf[0] || rows == 1 ? n : job->strides[0][last - 1];
         r->acc_fn(rows, n, ptr[0], x_row, acc[0], rows > 1 ? r->acc_stride[0][last - 1] : 0, r->acc_stride[0][last]);
         return;
@@ -900,7 +900,7 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
     }
     opf_ew_layout(job, operands, opf_ew_reference(job, operands), job->num_in + first_summed);
     const int32_t rank = job->rank;
-    r.copies = job->copies && job->num_out == 1 && r.summed[0];
+    r.sums_input = job->pass_through && r.summed[0]; /* (one output: the table checked) */
     r.acc_fn = opf_ew_acc_variant(job->elem);
     r.fill_fn = opf_ew_fill_variant(job->elem);
     /* Short rows: tiles of as many rows as fit. Long rows of an input summed
@@ -913,7 +913,7 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
         sums_rows |= r.summed[j] && job->strides[job->num_in + j][rank - 2] == 0 && job->shape[rank - 2] > 1;
     }
     r.tile_rows = rank > 1 && job->shape[rank - 1] < OPF_EW_RBLOCK / 2 ? OPF_EW_RBLOCK / job->shape[rank - 1]
-                  : sums_rows && r.copies                              ? OPF_EW_SUM_ROWS
+                  : sums_rows && r.sums_input                          ? OPF_EW_SUM_ROWS
                                                                        : 1;
     /* Where to cut: the outermost dim every summed output keeps, if its
      * chunks are long enough; else partial sums along dim 0. */
@@ -1000,7 +1000,7 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
                                   const opf_tensor *const *outputs, const opf_attr_value *attrs) {
     const opf_eltwise_kernel *kernel = op->eltwise;
     const opf_tensor *operands[OPF_EW_OPERANDS];
-    opf_ew_job job = {.num_in = op->num_inputs, .copies = (op->flags & OPF_OP_PASS_THROUGH) != 0};
+    opf_ew_job job = {.num_in = op->num_inputs, .pass_through = (op->flags & OPF_OP_PASS_THROUGH) != 0};
     for (int32_t i = 0; i < op->num_inputs; i++) {
         operands[i] = inputs[i];
     }

@@ -512,8 +512,8 @@ TEST(test_large_broadcasts) {
         float *gs = xcalloc(s.numel, sizeof(float)), *gd = xcalloc(d.numel, sizeof(float));
         tv_fill(&a, &r, 0, va);
         tv_fill(&b, &r, 0, vb);
-        CHECK(opf_op_run(user_op("bsum_diff"), (const opf_tensor *[]){&a.t, &b.t},
-                         (const opf_tensor *[]){&s.t, &d.t}, NULL) == OPF_OK,
+        CHECK(opf_op_run(user_op("bsum_diff"), (const opf_tensor *[]){&a.t, &b.t}, (const opf_tensor *[]){&s.t, &d.t},
+                         NULL) == OPF_OK,
               "%s", opf_last_error());
         tv_gather(&s, gs);
         tv_gather(&d, gd);

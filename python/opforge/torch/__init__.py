@@ -51,11 +51,11 @@ from .._table import (
     GradSource,
     OpDef,
     OpTable,
+    RuleRows,
     builtin_table,
     check_shapes,
     docstring,
     output_shape,
-    rule_rows,
     run_grad_rules,
     run_jvp_rules,
 )
@@ -385,7 +385,7 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
         with _fwd_grad_enabled(True):
             return run_jvp_rules(op, needs, value, call_at_lower_levels, zeros, rows=rows)
 
-    rows = rule_rows(table)
+    rows = RuleRows(table)
     not_differentiable = f"{namespace}::{op.name} is not differentiable: its table row has no gradient rule"
     no_forward_mode = (
         f"{namespace}::{op.name} has no forward mode: its table row declares no tangent rule (jvp); "
