@@ -12,10 +12,11 @@
  * chunks, one per thread. Strided operands are walked row by row after
  * merging dims that every operand walks contiguously; rows whose operands
  * have unit stride are passed to the kernel in place, others are gathered
- * into small stack buffers, computed, and scattered back. Large contiguous
- * outputs are computed a block at a time into an L1-resident buffer and
- * stored with non-temporal stores, so that every authored kernel writes
- * memory at the copy bandwidth without knowing it. The split into
+ * into small stack buffers, computed, and scattered back. Large outputs laid
+ * out in the iteration order (contiguous ones, a broadcast row's included)
+ * are computed a block at a time into an L1-resident buffer and stored with
+ * non-temporal stores, so that every authored kernel writes memory at the
+ * copy bandwidth without knowing it. The split into
  * chunks never changes which kernel computes an element, so results do not
  * depend on the thread count.
  */

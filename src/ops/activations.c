@@ -166,13 +166,15 @@ typedef struct act_f64 {
 
 /* Exact gelu: h = x²/2 (hi + lo by an FMA), M = R(a) = Φ(-a) e^(a²/2), a = |x|,
  * = t P(t), t = 2 / (2 + a), P of degree 10 for relative error 2^-25.2 on
- * [0, 15] (scripts/activation_fits.py gelu_f32; double: degree 23 in u, gelu_f64).
+ * [0, 15] (scripts/activation_fits.py gelu_f32; double: degree 23 in u, gelu_f64;
+ * degree 9, 2^-23.7, measured 4% faster and 6.4 / 7.1 ulp in f / f' over every
+ * float, against 5.7 / 5.4).
  * G = a/√(2π) - R (f' = Φ + x φ), H = (2 - x²)/√(2π). Beyond |x| = 15 (39)
  * every tail underflows. The rounding of t moves R by dR/dt dt, largest near
  * a = 0; a smaller t scale (2 rather than 4) halves that (float: 5.7 ulp). */
 OPF_KERNEL_FN act_f32 act_gelu_erf_f32(float x) {
     float a = opf_fabs_f32(x);
-    float ac = opf_select_f32(a < 15.0f, a, 15.0f); /* (a NaN x makes f NaN through x itself) */
+    float ac = a < 15.0f ? a : 15.0f; /* (a minimum; a NaN x makes f NaN through x itself) */
     float s = ac * ac;
     float es = act_exp_neg_half_f32(s, act_fma_f32(ac, ac, -s)); /* e^(-a²/2) 2^64, a² exact as s + sl */
     float t = 2.0f / (2.0f + ac);
@@ -193,9 +195,12 @@ OPF_KERNEL_FN act_f32 act_gelu_erf_f32(float x) {
     float two_minus_s = ((0x1.6a09e6p+0f - ac) + 0x1.9fcef4p-26f) * (0x1.6a09e6p+0f + ac); /* 2 - a², exact near √2 */
     float hs = es * (0x1.988454p-2f * two_minus_s);
     act_f32 out;
-    /* f = x T for x < 0, x (1 - T) for x >= 0, rounded once: (x ts) 2^-64, and
-     * x ((2^64 - ts) 2^-64) (no x 2^64 to overflow) */
-    out.f = (x * opf_select(x < 0, ts, (0x1p64f - ts) * ACT_UNSCALE_F32)) * opf_select(x < 0, ACT_UNSCALE_F32, 1.0f);
+    /* f = x T for x < 0, x - |x| T for x >= 0 (T <= 1/2: no cancellation), with
+     * x T as (x ts) 2^-64, rounded once unless subnormal. |x| is clamped for
+     * x >= 0, where ts = 0 beyond 15, so that gelu(+inf) = +inf, and not for
+     * x < 0, where gelu(-inf) = -inf * 0 = NaN. */
+    const float xt = (opf_select(x < 0, x, ac) * ts) * ACT_UNSCALE_F32;
+    out.f = opf_select(x < 0, xt, x - xt);
     ACT_DERIVATIVES(float, 0x1p64f, ACT_UNSCALE_F32, x, ds, hs, 1, out);
     return out;
 }
