@@ -17,6 +17,7 @@ failed check is reported, never hidden.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
@@ -110,6 +111,7 @@ class Worker:
         self.progress = progress
         self.result = WorkerResult(impl.name, impl.builtin, impl.version(), level, pinned)
         self.all_threads = impl.threads("dense") if not impl.builtin else None
+        self._cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
     def label(self) -> str:
         if self.result.pinned:
@@ -128,10 +130,15 @@ class Worker:
         return [self.all_threads] if self.all_threads == 1 else [self.all_threads, 1]
 
     def _set_threads(self, threads: Optional[int]) -> None:
+        """opforge's thread count; on one thread, the calling thread (which
+        runs the whole op then) is confined to one core, as a pinned
+        framework's worker is, and freed again for more threads."""
         if threads is not None:
             import opforge
 
             opforge.set_num_threads(threads)
+            if self._cores:
+                os.sched_setaffinity(0, self._cores[:1] if threads == 1 else self._cores)
 
     def _time(self, what: str, runner: Any, unit_work: float, unit: str) -> Timing:
         self.progress.begin(f"{self.label()}: {what}")
