@@ -179,10 +179,8 @@ static void opf_ew_walk(const opf_ew_job *job, int64_t *index, int64_t n, char *
             for (int32_t d = 0; d <= last; d++) {
                 off += index[d] * job->strides[k][d];
             }
-            ptr[k] = job->base[k] + off * (int64_t)job->elem;
-            if (k >= job->num_in && out != NULL) {
-                ptr[k] = out[k - job->num_in] + (size_t)done * job->elem;
-            }
+            ptr[k] = k >= job->num_in && out != NULL ? out[k - job->num_in] + (size_t)done * job->elem
+                                                     : job->base[k] + off * (int64_t)job->elem;
         }
         int64_t run = job->shape[last] - index[last];
         run = run < n - done ? run : n - done;
@@ -203,11 +201,11 @@ static void opf_ew_strided(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* One block of the streamed path: elements [pos, pos + len) computed into
- * the buffers `out`, then streamed to the outputs. */
-static void opf_ew_stream_block(const opf_ew_job *job, int64_t pos, int64_t len, char *const *out, int fence) {
+ * the buffers `out`, then streamed to the outputs; with job->walk, `index`
+ * is element pos's multi-index, advanced past the block. */
+static void opf_ew_stream_block(const opf_ew_job *job, int64_t pos, int64_t len, int64_t *index, char *const *out,
+                                int fence) {
     if (job->walk) {
-        int64_t index[OPF_MAX_RANK];
-        opf_ew_index(job, pos, index);
         opf_ew_walk(job, index, len, out);
     } else {
         char *ptr[OPF_EW_OPERANDS];
@@ -246,10 +244,14 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
     }
     const size_t head_bytes = opf_line_head(job->base[job->num_in] + (size_t)begin * job->elem);
     const int64_t head = head_bytes % job->elem == 0 ? (int64_t)(head_bytes / job->elem) : 0;
+    int64_t index[OPF_MAX_RANK];
+    if (job->walk) {
+        opf_ew_index(job, begin, index);
+    }
     for (int64_t pos = begin, len; pos < end; pos += len) {
         len = pos == begin && head > 0 ? head : block;
         len = end - pos < len ? end - pos : len;
-        opf_ew_stream_block(job, pos, len, out, pos + len == end);
+        opf_ew_stream_block(job, pos, len, index, out, pos + len == end);
     }
 }
 

@@ -269,7 +269,7 @@ def bench_main(args: argparse.Namespace) -> int:
     # NumPy, whose elementwise ufuncs use one thread anyway). The pinned
     # workers skip the dense section.
     jobs: list[Job] = [("opforge", level, None) for level in levels] + [(name, None, None) for name in frameworks]
-    if all_threads > 1:
+    if all_threads > 1 and hasattr(os, "sched_setaffinity"):  # (Linux: an affinity mask to pin with)
         jobs += [(name, None, 1) for name in frameworks if name != "numpy"]
     measured: list[limits_mod.Limit] = []
     workers = []
