@@ -182,6 +182,18 @@ TEST(test_eltwise_two_outputs) {
             break;
         }
     }
+    /* Off the 64-byte lines, and not a whole number of blocks: the streamed
+     * blocks' head and tail. */
+    const int64_t m = n - 5;
+    opf_tensor oa = opf_tensor_make(a + 3, OPF_F32, 1, &m), ob = opf_tensor_make(b + 3, OPF_F32, 1, &m);
+    opf_tensor os = opf_tensor_make(s + 1, OPF_F32, 1, &m), od = opf_tensor_make(d + 2, OPF_F32, 1, &m);
+    CHECK(opf_op_run(op, (const opf_tensor *[]){&oa, &ob}, (const opf_tensor *[]){&os, &od}, NULL) == OPF_OK, "%s",
+          opf_last_error());
+    for (int64_t i = 0; i < m; i++) {
+        if (!CHECK(s[i + 1] == a[i + 3] + b[i + 3] && d[i + 2] == a[i + 3] - b[i + 3], "offset [%lld]", (long long)i)) {
+            break;
+        }
+    }
     /* In place on both inputs: s onto a, d onto b. */
     float a0 = a[n - 1], b0 = b[n - 1];
     CHECK(opf_op_run(op, (const opf_tensor *[]){&ta, &tb}, (const opf_tensor *[]){&ta, &tb}, NULL) == OPF_OK, "%s",
