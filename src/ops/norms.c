@@ -38,21 +38,23 @@ extern "C" {
 
 /* e^x for the x <= 0 (and NaN) of softmax's exp(x - max), in float: x = k ln2
  * + r (Cody-Waite, as opf_exp_f32), e^r by a degree-6 polynomial (fitted for
- * the relative error on |r| <= ln2 / 2), times 2^k; 1.13 ulp at most (every
- * float in [-87.3, 0]). Results below FLT_MIN (x < -87.34) are 0: e^x there
- * is a subnormal that no sum of softmax's can tell from 0. About 24
- * operations to opf_exp_f32's 37: softmax's rows are bound by this function. */
-OPF_KERNEL_FN float norms_exp_f32(float x) {
-    const float t = x * 0x1.715476p+0f + 0x1.8p23f; /* k + 1.5 * 2^23: k = round(x / ln2) in the low bits */
+ * the relative error on |r| <= ln2 / 2), times 2^k; 1.13 ulp at most, 1.16
+ * where fused (every float in [-87.3, 0]). Results below FLT_MIN (x < -87.34) are
+ * 0: e^x there is a subnormal that no sum of softmax's can tell from 0. About
+ * 17 operations where a*b + c is fused (`fused`: the kernel body's
+ * opf_math_fma_ok, as opforge_math.h's functions take it), to opf_exp_f32's
+ * 27: softmax's rows are bound by this function. */
+OPF_KERNEL_FN float norms_exp_f32(float x, int fused) {
+    /* k + 1.5 * 2^23: k = round(x / ln2) in the low bits */
+    const float t = opf_math_fma_f32(x, 0x1.715476p+0f, 0x1.8p23f, fused);
     const float k = t - 0x1.8p23f;
-    float r = x - k * 0x1.62e4p-1f;
-    r = r - k * 0x1.7f7d1cp-20f;
-    float q = 0x1.6ae6ccp-10f;
-    q = q * r + 0x1.126766p-7f;
-    q = q * r + 0x1.555822p-5f;
-    q = q * r + 0x1.55541ap-3f;
-    q = q * r + 0x1.fffffcp-2f;
-    const float p = 1.0f + (r + (r * r) * q);
+    float r = opf_math_fma_f32(-k, 0x1.62e4p-1f, x, fused); /* exact: k ln2_hi has few bits */
+    r = opf_math_fma_f32(-k, 0x1.7f7d1cp-20f, r, fused);
+    float q = opf_math_fma_f32(0x1.6ae6ccp-10f, r, 0x1.126766p-7f, fused);
+    q = opf_math_fma_f32(q, r, 0x1.555822p-5f, fused);
+    q = opf_math_fma_f32(q, r, 0x1.55541ap-3f, fused);
+    q = opf_math_fma_f32(q, r, 0x1.fffffcp-2f, fused);
+    const float p = 1.0f + opf_math_fma_f32(r * r, q, r, fused);
     uint32_t bits;
     memcpy(&bits, &t, sizeof bits);
     bits = (bits << 23) + 0x3f800000u; /* 2^k: the low bits of t, shifted into the exponent */
@@ -62,13 +64,15 @@ OPF_KERNEL_FN float norms_exp_f32(float x) {
 }
 
 /* e^x for x <= 0 in T: norms_exp_f32 for float, opf_exp for double. */
-#define NORMS_EXP(x) (OPF_IS_F64 ? (T)opf_exp_f64((double)(x)) : (T)norms_exp_f32((float)(x)))
+#define NORMS_EXP(x, fused)                                                                                            \
+    (OPF_IS_F64 ? (T)opf_math_exp_f64((double)(x), (fused)) : (T)norms_exp_f32((float)(x), (fused)))
 /* e^x for log_softmax_grad's exp(y) (y <= 0 for a log-softmax; any y is
  * taken): norms_exp_f32, and +inf above ln(2^127) = 88.03 (where e^x, finite
- * up to 88.72, would need a second scale factor). */
+ * up to 88.72, would need a second scale factor). In a kernel body. */
 #define NORMS_EXP_ANY(x)                                                                                               \
     (OPF_IS_F64 ? (T)opf_exp_f64((double)(x))                                                                          \
-                : (T)opf_select_f32((float)(x) > 0x1.601e68p+6f, __builtin_inff(), norms_exp_f32((float)(x))))
+                : (T)opf_select_f32((float)(x) > 0x1.601e68p+6f, __builtin_inff(),                                     \
+                                    norms_exp_f32((float)(x), opf_math_fma_ok)))
 
 enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
 
@@ -110,7 +114,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
  * float): a loop carrying them in memory waits on a store-to-load round trip
  * per vector of exponentials. */
 #define NORMS_EXP_SUM_FN(fn, type)                                                                                     \
-    OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type *y) {                                                 \
+    OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type *y, int fused) {                                      \
         typedef type T;                                                                                                \
         T acc[NORMS_LANES];                                                                                            \
         for (int j = 0; j < NORMS_LANES; j++) {                                                                        \
@@ -121,7 +125,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
             for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
                 OPF_SIMD_LOOP                                                                                          \
                 for (int j = 0; j < NORMS_LANES; j++) {                                                                \
-                    const T e = NORMS_EXP(x[i + j] - s);                                                               \
+                    const T e = NORMS_EXP(x[i + j] - s, fused);                                                        \
                     y[i + j] = e;                                                                                      \
                     acc[j] = acc[j] + e;                                                                               \
                 }                                                                                                      \
@@ -129,7 +133,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
         } else {                                                                                                       \
             for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
                 for (int j = 0; j < NORMS_LANES; j++) {                                                                \
-                    acc[j] = acc[j] + NORMS_EXP(x[i + j] - s);                                                         \
+                    acc[j] = acc[j] + NORMS_EXP(x[i + j] - s, fused);                                                  \
                 }                                                                                                      \
             }                                                                                                          \
         }                                                                                                              \
@@ -140,7 +144,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
         }                                                                                                              \
         T t = acc[0];                                                                                                  \
         for (; i < n; i++) {                                                                                           \
-            const T e = NORMS_EXP(x[i] - s);                                                                           \
+            const T e = NORMS_EXP(x[i] - s, fused);                                                                    \
             if (y != NULL) {                                                                                           \
                 y[i] = e;                                                                                              \
             }                                                                                                          \
@@ -150,9 +154,10 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
     }
 NORMS_EXP_SUM_FN(norms_exp_sum_f32, float)
 NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
+/* (in a kernel body: its opf_math_fma_ok) */
 #define NORMS_EXP_SUM(n, x, s, y)                                                                                      \
-    (OPF_IS_F64 ? (T)norms_exp_sum_f64((n), (const double *)(x), (double)(s), (double *)(y))                           \
-                : (T)norms_exp_sum_f32((n), (const float *)(x), (float)(s), (float *)(y)))
+    (OPF_IS_F64 ? (T)norms_exp_sum_f64((n), (const double *)(x), (double)(s), (double *)(y), opf_math_fma_ok)          \
+                : (T)norms_exp_sum_f32((n), (const float *)(x), (float)(s), (float *)(y), opf_math_fma_ok))
 
 /* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
  * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c)
