@@ -307,7 +307,8 @@ OPF_KERNEL_FN act_f32 act_gelu_tanh_f32(float x) {
     float mh = 0x1.2444f2p-4f * s;
     float ml = act_fma_f32(0x1.2444f2p-4f, s, -mh) + act_fma_f32(0x1.2444f2p-4f, sl, 0x1.49b16ap-29f * s);
     float qh = 0x1.988454p+0f + mh;
-    float big = opf_fmax_f32(0x1.988454p+0f, mh), small = opf_fmin_f32(0x1.988454p+0f, mh);
+    /* (mh is never NaN, ac being clamped: one max and one min instruction) */
+    float big = mh > 0x1.988454p+0f ? mh : 0x1.988454p+0f, small = mh > 0x1.988454p+0f ? 0x1.988454p+0f : mh;
     float ql = (small - (qh - big)) + (ml - 0x1.857936p-25f);
     /* h = ac q */
     float hh = ac * qh;
@@ -330,7 +331,8 @@ OPF_KERNEL_FN act_f64 act_gelu_tanh_f64(double x) {
     double ml =
         act_fma_f64(0x1.2444f2a4d8b4bp-4, s, -mh) + act_fma_f64(0x1.2444f2a4d8b4bp-4, sl, -0x1.6c843a29d1c7p-61 * s);
     double qh = 0x1.9884533d43651p+0 + mh;
-    double big = opf_fmax_f64(0x1.9884533d43651p+0, mh), small = opf_fmin_f64(0x1.9884533d43651p+0, mh);
+    double big = mh > 0x1.9884533d43651p+0 ? mh : 0x1.9884533d43651p+0,
+           small = mh > 0x1.9884533d43651p+0 ? 0x1.9884533d43651p+0 : mh;
     double ql = (small - (qh - big)) + (ml - 0x1.cbc0d30ebfd15p-54);
     double hh = ac * qh;
     double hl = act_fma_f64(ac, ql, act_fma_f64(ac, qh, -hh));
