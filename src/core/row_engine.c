@@ -31,7 +31,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engines.h"
 #include "error.h"
@@ -128,16 +127,6 @@ static void opf_row_copy(const opf_row_job *job, const opf_row_arg *a, int64_t o
     }
 }
 
-/* The calling thread's CPU time, for the probes: unlike a wall clock it
- * does not count the time the thread waits for a core shared with other
- * work, which would make a probe pick the mode it happened to lose less
- * time in. */
-static double opf_row_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Offset (elements) of the row at `index` of batched argument a. */
 static int64_t opf_row_offset(const opf_row_job *job, const opf_row_arg *a, const int64_t *index) {
     int64_t off = 0;
@@ -231,30 +220,30 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         int64_t off[2 * OPF_MAX_ARGS];
         int streams = 0, realigned = 0;
         if (probing && (r == begin + 1 || r == stream_probe_end + 1)) {
-            window_start = opf_row_seconds();
+            window_start = opf_thread_seconds();
         } else if (probing && r == stream_probe_end) {
-            stream_time = opf_row_seconds() - window_start;
+            stream_time = opf_thread_seconds() - window_start;
             streaming = 0;
         }
         if (r == probe_end && probing) {
             /* Rows stored in place leave their lines to be written back
              * later, after the window: their time is counted as the time the
              * streamed rows took to store theirs. */
-            in_place_probe_time = opf_row_seconds() - window_start + store_time;
+            in_place_probe_time = opf_thread_seconds() - window_start + store_time;
             /* and only where the kernel took less than OPF_ROW_STREAM_RATIO
              * times as long as the stores: a kernel that computes much more
              * hides the rows' write-backs in place among its arithmetic. */
             streaming =
                 stream_time < in_place_probe_time && stream_time - store_time < OPF_ROW_STREAM_RATIO * store_time;
             realign_probe_end = streaming ? probe_end : probe_end + 4 * OPF_ROW_PROBE_ROWS;
-            window_start = opf_row_seconds();
+            window_start = opf_thread_seconds();
         } else if (r < realign_probe_end && r == probe_end + 2 * OPF_ROW_PROBE_ROWS) {
-            const double now = opf_row_seconds();
+            const double now = opf_thread_seconds();
             in_place_time = now - window_start;
             window_start = now;
             realigning = 1;
         } else if (r == realign_probe_end && realign_probe_end > probe_end) {
-            realigning = opf_row_seconds() - window_start < in_place_time;
+            realigning = opf_thread_seconds() - window_start < in_place_time;
         }
         for (int32_t k = 0; k < count; k++) {
             const opf_row_arg *a = &job->args[k];
@@ -296,9 +285,9 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         if (streams) {
             /* (a fence after the probe's last streamed row too: streaming may stop there) */
             const int timed = r > begin && r < stream_probe_end;
-            const double t0 = timed ? opf_row_seconds() : 0;
+            const double t0 = timed ? opf_thread_seconds() : 0;
             opf_row_stream_out(job, &call, off, index, r + 1 < end, r + 1 == end || r + 1 == stream_probe_end);
-            store_time += timed ? opf_row_seconds() - t0 : 0;
+            store_time += timed ? opf_thread_seconds() - t0 : 0;
         }
         for (int32_t k = job->num_in; realigned && k < count; k++) {
             const opf_row_arg *a = &job->args[k];

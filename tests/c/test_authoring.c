@@ -18,6 +18,8 @@ OPF_ELTWISE_KERNEL(sq_plus, (x), (y), y = x * x + (T)attrs[0].f;)
 OPF_ELTWISE_KERNEL(sq_plus_grad, (dy, x), (dx), dx = 2 * x * dy;)
 /* Two inputs, two outputs. */
 OPF_ELTWISE_KERNEL(sum_diff, (a, b), (s, d), s = a + b; d = a - b;)
+/* One input and much arithmetic per element. */
+OPF_ELTWISE_KERNEL(smooth, (x), (y), y = opf_tanh(x) * opf_exp(-x * x) + opf_log1p(x * x);)
 /* Row-wise: sum and maximum of each row. */
 OPF_ROW_KERNEL(row_stats, (x), (sum, max), sum[0] = opf_sum(n, x); max[0] = opf_max(n, x);)
 /* Row-wise with an unbatched input and a batched output: y = (x - mean) * w. */
@@ -49,6 +51,7 @@ static const opf_op_decl user_decls[] = {
      .jvp = "y' = sq_plus_grad(x', x)", .eltwise = &sq_plus},
     {"sq_plus_grad(dy, x) -> dx", .doc = "2 x dy", .eltwise = &sq_plus_grad},
     {"sum_diff(a, b) -> (s, d)", .doc = "a + b and a - b", .jvp = "s', d' = sum_diff(a', b')", .eltwise = &sum_diff},
+    {"smooth(x) -> y", .doc = "tanh(x) exp(-x^2) + log1p(x^2)", .eltwise = &smooth},
     {"row_stats(x[..., M]) -> (sum[...], max[...])", .doc = "sum and max of rows", .row = &row_stats},
     {"row_stats_2d(x[..., M, N]) -> (sum[...], max[...])", .doc = "sum and max of 2-d rows", .row = &row_stats},
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
@@ -200,6 +203,46 @@ TEST(test_eltwise_two_outputs) {
           opf_last_error());
     CHECK(a[n - 1] == a0 + b0 && b[n - 1] == a0 - b0, "in place: %g %g", (double)a[n - 1], (double)b[n - 1]);
     free(a), free(b), free(s), free(d);
+}
+
+/* One input, outputs large enough to stream (> 4 MiB): a kernel that
+ * computes little (streamed) and one that computes much (on one thread, the
+ * engine's probe stores it in place after its first blocks), on one thread
+ * and two, off the 64-byte lines, and in place: the same bits as the kernel
+ * run on small pieces (below the streaming size). */
+TEST(test_eltwise_one_input_large) {
+    const int threads = opf_get_num_threads();
+    const int64_t n = harness_slow() ? 5000 : ((int64_t)1 << 21) + 37, piece = 4096;
+    float *x = xcalloc((size_t)n + 3, 4), *y = xcalloc((size_t)n + 1, 4), *want = xcalloc((size_t)n, 4);
+    rng r = rng_seed(11);
+    fill_uniform_f32(&r, x, (size_t)n + 3, -3, 3);
+    const char *names[2] = {"smooth", "sq_plus"};
+    for (int o = 0; o < 2; o++) {
+        const opf_op_def *op = user_op(names[o]);
+        for (int64_t at = 0; at < n; at += piece) {
+            const int64_t len = n - at < piece ? n - at : piece;
+            opf_tensor tx = opf_tensor_make(x + 3 + at, OPF_F32, 1, &len);
+            opf_tensor tw = opf_tensor_make(want + at, OPF_F32, 1, &len);
+            CHECK(opf_op_run(op, (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&tw}, NULL) == OPF_OK, "%s",
+                  opf_last_error());
+        }
+        opf_tensor tx = opf_tensor_make(x + 3, OPF_F32, 1, &n), ty = opf_tensor_make(y + 1, OPF_F32, 1, &n);
+        for (int t = 1; t <= 2; t++) {
+            opf_set_num_threads(t);
+            memset(y, 0, ((size_t)n + 1) * 4);
+            CHECK(opf_op_run(op, (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty}, NULL) == OPF_OK, "%s",
+                  opf_last_error());
+            CHECK_SAME_BITS(y + 1, want, n, 4, "%s, %d thread(s)", names[o], t);
+        }
+        /* In place, on one thread. */
+        opf_set_num_threads(1);
+        memcpy(y + 1, x + 3, (size_t)n * 4);
+        CHECK(opf_op_run(op, (const opf_tensor *[]){&ty}, (const opf_tensor *[]){&ty}, NULL) == OPF_OK, "%s",
+              opf_last_error());
+        CHECK_SAME_BITS(y + 1, want, n, 4, "%s in place", names[o]);
+    }
+    opf_set_num_threads(threads);
+    free(x), free(y), free(want);
 }
 
 /* Row sums and maxima of every layout of a [4, 7, 33] tensor, against loops. */
@@ -527,6 +570,7 @@ int main(void) {
     RUN_TEST(test_resolve);
     RUN_TEST(test_eltwise_layouts);
     RUN_TEST(test_eltwise_two_outputs);
+    RUN_TEST(test_eltwise_one_input_large);
     RUN_TEST(test_rows_layouts);
     RUN_TEST(test_rows_edges);
     RUN_TEST(test_rows_unbatched_input);
