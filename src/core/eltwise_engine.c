@@ -246,6 +246,14 @@ static void opf_ew_stream_block(const opf_ew_job *job, int64_t pos, int64_t len,
     }
 }
 
+/* The length of the streamed block at `pos` of a chunk [begin, end): the
+ * chunk's first `head` elements (up to the output's first 64-byte line),
+ * then `block` at a time. */
+static int64_t opf_ew_block_len(int64_t pos, int64_t begin, int64_t end, int64_t head, int64_t block) {
+    const int64_t len = pos == begin && head > 0 ? head : block;
+    return end - pos < len ? end - pos : len;
+}
+
 /* The path for large outputs laid out in the order of the iteration space
  * (every contiguous output; a broadcast row's too): the kernel writes each
  * block into L1, and the block goes to memory with a streaming copy. The
@@ -280,7 +288,6 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
         opf_ew_index(job, begin, index);
     }
     int64_t pos = begin, len;
-#define OPF_EW_BLOCK_LEN(pos) ((pos) == begin && head > 0 ? head : end - (pos) < block ? end - (pos) : block)
     if (job->probe) {
         /* The first blocks streamed and timed, then computed again from their
          * inputs, now in cache (the results discarded): where that alone
@@ -289,12 +296,12 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
          * OPF_EW_PLAIN_SHARE). */
         const double t0 = opf_thread_seconds();
         for (int b = 0; b < OPF_EW_PROBE_BLOCKS && pos < end; b++, pos += len) {
-            len = OPF_EW_BLOCK_LEN(pos);
+            len = opf_ew_block_len(pos, begin, end, head, block);
             opf_ew_stream_block(job, pos, len, index, out, pos + len == end || b + 1 == OPF_EW_PROBE_BLOCKS);
         }
         const double t1 = opf_thread_seconds();
         for (int64_t at = begin; at < pos; at += len) {
-            len = OPF_EW_BLOCK_LEN(at);
+            len = opf_ew_block_len(at, begin, end, head, block);
             opf_ew_block_call(job, at, len, out);
         }
         const double compute = opf_thread_seconds() - t1;
@@ -304,10 +311,9 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
         }
     }
     for (; pos < end; pos += len) {
-        len = OPF_EW_BLOCK_LEN(pos);
+        len = opf_ew_block_len(pos, begin, end, head, block);
         opf_ew_stream_block(job, pos, len, index, out, pos + len == end);
     }
-#undef OPF_EW_BLOCK_LEN
 }
 
 static int64_t opf_abs64(int64_t v) { return v < 0 ? -v : v; }
