@@ -33,6 +33,10 @@
 enum {
     ARENA_BYTES = 1 << 16, /* 64 KiB: 16384 float32 or 8192 float64 elements */
     MAX_NUMEL = 1 << 13,   /* largest view the generator makes (elements) */
+    /* Largest view that is run and checked. A mutated shape with zero
+     * strides can name 2^59 elements inside the arena: valid, but a call
+     * that would run for years and an index table no malloc can hold. */
+    RUN_NUMEL = 1 << 16,
     MAX_CALL_ARGS = 2 * OPF_MAX_ARGS,
     SHAPE_CAP = OPF_MAX_RANK + 2, /* room for a rank-17 shape */
     /* The library decides overlap exactly for views whose element counts
@@ -80,7 +84,7 @@ typedef struct arg {
     unsigned bad;        /* statuses its own validation can give (bits) */
     int readable;        /* rank in range and a shape to read */
     int valid, empty;    /* passes the tensor contract; has no element */
-    int in_arena;        /* valid, non-empty, every element inside the arena */
+    int in_arena;        /* valid, non-empty, every element inside the arena, at most RUN_NUMEL */
     int64_t numel;       /* when valid */
     int64_t *where;      /* in_arena: arena element index of each element, in C order */
     int64_t first, last; /* in_arena: lowest and highest of those */
@@ -500,7 +504,7 @@ static void model_tensor(arg *a) {
     }
     a->valid = a->bad == 0;
     const __int128 lo = (__int128)(uintptr_t)arena, hi = lo + ARENA_BYTES;
-    a->in_arena = a->valid && base - down >= lo && base + up + elem <= hi;
+    a->in_arena = a->valid && base - down >= lo && base + up + elem <= hi && a->numel <= RUN_NUMEL;
 }
 
 /* Arena element index of every element, in C order. */
