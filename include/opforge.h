@@ -964,12 +964,39 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
                  OPF__ROW_FN(opf__row_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)       \
                      OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)) \
     OPF__CUDA_ROW(name, ins, outs, __VA_ARGS__)                                                                        \
+    __attribute__((unused)) /* when only an OPF_ROW_KERNEL_TEAM of it is named */                                      \
     static const opf_row_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                                 \
                                         OPF__VARIANTS(opf__row_##name##_f32, OPF__X86(opf__row_##name##_f32_avx2),     \
                                                       OPF__X86(opf__row_##name##_f32_avx512)),                         \
                                         OPF__VARIANTS(opf__row_##name##_f64, OPF__X86(opf__row_##name##_f64_avx2),     \
                                                       OPF__X86(opf__row_##name##_f64_avx512)),                         \
                                         OPF__CUDA_ROW_FN(name)};
+
+/* A row kernel `name` with the CPU builds of row kernel `kernel` (an
+ * OPF_ROW_KERNEL of the same arguments, defined before it in the file) and,
+ * on CUDA, a team body: a block of threads computes each row, which a
+ * sequential body cannot do for it (opforge_cuda.h, "Row kernels"). The
+ * body sees what a row body sees, plus opf_team (this thread's rank and the
+ * team's size); it visits elements with OPF_TEAM_FOR, reduces with
+ * opf_team_sum / opf_team_max, and writes a row's scalar outputs under
+ * OPF_TEAM_ONCE. Rows shorter than OPF_CUDA_TEAM_MIN run `kernel`'s
+ * one-thread-per-row build. Outside nvcc the body is not compiled, and
+ * `name` is `kernel` under another name. */
+#if defined(__CUDACC__)
+#define OPF__CUDA_TEAM(name, kernel, ins, outs, ...) OPF__CUDA_TEAM_DEFINE(name, kernel, ins, outs, __VA_ARGS__)
+#define OPF__CUDA_TEAM_FN(name) opf__cuda_team_launch_##name
+#else
+#define OPF__CUDA_TEAM(name, kernel, ins, outs, ...)
+#define OPF__CUDA_TEAM_FN(name) 0
+#endif
+#define OPF_ROW_KERNEL_TEAM(name, kernel, ins, outs, ...)                                                              \
+    OPF__CUDA_TEAM(name, kernel, ins, outs, __VA_ARGS__)                                                               \
+    static const opf_row_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                                 \
+                                        OPF__VARIANTS(opf__row_##kernel##_f32, OPF__X86(opf__row_##kernel##_f32_avx2), \
+                                                      OPF__X86(opf__row_##kernel##_f32_avx512)),                       \
+                                        OPF__VARIANTS(opf__row_##kernel##_f64, OPF__X86(opf__row_##kernel##_f64_avx2), \
+                                                      OPF__X86(opf__row_##kernel##_f64_avx512)),                       \
+                                        OPF__CUDA_TEAM_FN(name)};
 
 /* Reductions for row kernels, vectorized without reassociation flags: 64
  * (float) or 32 (double) independent partial results (element i goes to

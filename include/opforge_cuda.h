@@ -69,16 +69,19 @@
  * as on the CPU, and opf_sum / opf_max reduce in the CPU builds' lane order:
  * the same bits), and suits many short rows (not yet timed on a GPU). A row
  * of thousands of elements is one thread's loop, with the loads of a warp's
- * 32 rows n elements apart: it does not approach memory bandwidth. A block per row
- * would, but it needs the body's loops split over the block's threads, and
- * an arbitrary body (loops that carry state from one element to the next,
- * outputs updated in place, scalar code between loops) cannot be split
- * safely: running it redundantly on every thread races on `y[i] *= s`, and
- * a block-cooperative opf_sum alone changes nothing while the loops around
- * it stay sequential. A row op that needs the bandwidth (softmax, layernorm
- * on long rows) names a hand-written kernel for it, `.compute_cuda` in its
- * declaration, which takes precedence over the generated build (docs/
- * writing-ops.md, "The same kernels on a GPU").
+ * 32 rows n elements apart: it does not approach memory bandwidth. A block
+ * per row would, but it needs the body's loops split over the block's
+ * threads, and an arbitrary body (loops that carry state from one element
+ * to the next, outputs updated in place, scalar code between loops) cannot
+ * be split safely. So a row op that needs the bandwidth (softmax, layernorm
+ * on long rows) gives a team body, OPF_ROW_KERNEL_TEAM (opforge.h): written
+ * with OPF_TEAM_FOR (each thread its elements rank, rank + size, ...),
+ * opf_team_sum / opf_team_max (block-wide reductions, below) and
+ * OPF_TEAM_ONCE, and launched a block per row (opf__cuda_team_kernel) by
+ * the same engine, for rows of OPF_CUDA_TEAM_MIN elements or more. Anything
+ * else can name a hand-written kernel, `.compute_cuda` in its declaration,
+ * which takes precedence over the generated builds (docs/writing-ops.md,
+ * "The same kernels on a GPU").
  */
 #ifndef OPFORGE_CUDA_H
 #define OPFORGE_CUDA_H
@@ -253,8 +256,39 @@ __global__ void __launch_bounds__(OPF_CUDA_EW_THREADS)
     }
 }
 
-/* Index is the type of the index arithmetic: uint32_t when n < 2^32 (a
- * 32-bit division is several times cheaper than a 64-bit one). */
+/* Each operand's offset (elements) at C-order index i of the iteration
+ * space (rank, shape: innermost first, the outermost dim taking what is
+ * left). Index is the type of the index arithmetic: uint32_t when the
+ * space has fewer than 2^32 points (a 32-bit division is several times
+ * cheaper than a 64-bit one). */
+template <int K, typename Index>
+__device__ __forceinline__ opf__cuda_ew_offsets<K> opf__cuda_offsets(int64_t i, const opf__cuda_ew_layout<K> &layout) {
+    opf__cuda_ew_offsets<K> at;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        at.off[k] = 0;
+    }
+    Index rem = (Index)i;
+#pragma unroll
+    for (int d = 0; d < OPF_MAX_RANK; d++) {
+        if (d >= layout.rank) {
+            break;
+        }
+        Index idx = rem;
+        if (d < layout.rank - 1) {
+            const Index size = (Index)layout.shape[d];
+            const Index q = rem / size;
+            idx = rem - q * size;
+            rem = q;
+        }
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            at.off[k] += (int64_t)idx * layout.stride[k][d];
+        }
+    }
+    return at;
+}
+
 template <class F, typename Index>
 __global__ void __launch_bounds__(OPF_CUDA_EW_THREADS)
     opf__cuda_ew_strided(int64_t n, const opf__cuda_ew_ptrs<F::num_in + F::num_out> p,
@@ -262,30 +296,7 @@ __global__ void __launch_bounds__(OPF_CUDA_EW_THREADS)
     enum { K = F::num_in + F::num_out };
     const int64_t step = (int64_t)gridDim.x * OPF_CUDA_EW_THREADS;
     for (int64_t i = (int64_t)blockIdx.x * OPF_CUDA_EW_THREADS + threadIdx.x; i < n; i += step) {
-        opf__cuda_ew_offsets<K> at;
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            at.off[k] = 0;
-        }
-        Index rem = (Index)i;
-#pragma unroll
-        for (int d = 0; d < OPF_MAX_RANK; d++) {
-            if (d >= layout.rank) {
-                break;
-            }
-            Index idx = rem; /* the outermost dim takes what is left */
-            if (d < layout.rank - 1) {
-                const Index size = (Index)layout.shape[d];
-                const Index q = rem / size;
-                idx = rem - q * size;
-                rem = q;
-            }
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-                at.off[k] += (int64_t)idx * layout.stride[k][d];
-            }
-        }
-        opf__cuda_ew_element<F>(p, at, attrs.v);
+        opf__cuda_ew_element<F>(p, opf__cuda_offsets<K, Index>(i, layout), attrs.v);
     }
 }
 
@@ -340,6 +351,69 @@ enum {
     OPF_CUDA_ROW_OPERANDS = 2 * OPF_MAX_ARGS /* inputs, then outputs */
 };
 
+/* Team bodies (OPF_ROW_KERNEL_TEAM). */
+enum {
+    OPF_CUDA_TEAM_MIN = 32,       /* rows shorter than this run one thread per row */
+    OPF_CUDA_TEAM_MAX = 256,      /* threads of a team, at most (a power of two, >= 32) */
+    OPF_CUDA_TEAM_BLOCKS = 65535, /* blocks of one launch, at most (grid-stride beyond) */
+};
+
+/* The threads of one row in a team body: this thread's rank and their
+ * number (a multiple of 32). */
+struct opf_cuda_team {
+    int rank, size;
+};
+
+/* What the team reductions combine: a + b; the larger, NaN propagating. */
+struct opf__team_add {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct opf__team_maximum {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return (b > a || b != b) ? b : a; }
+};
+
+/* Every thread's v combined by op, returned to every thread of the team
+ * (all of which must call it, with the same control flow): each warp by
+ * shuffles (every lane ends with the same bits: op is commutative), then the
+ * warps' results in order, read by every thread from shared memory. The
+ * order depends only on the team's size: a row gives the same bits on every
+ * run. */
+template <typename T, class Op> __device__ T opf__team_reduce(const opf_cuda_team &team, T v, Op op) {
+    __shared__ T part[OPF_CUDA_TEAM_MAX / 32];
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    }
+    if (team.rank % 32 == 0) {
+        part[team.rank / 32] = v;
+    }
+    __syncthreads();
+    T r = part[0];
+    for (int w = 1; w < team.size / 32; w++) {
+        r = op(r, part[w]);
+    }
+    __syncthreads(); /* part is free for the next reduction */
+    return r;
+}
+
+/* The sum and the maximum (NaN propagates, as opf_max) of every thread's v,
+ * as opf__team_reduce. */
+template <typename T> __device__ T opf_team_sum(const opf_cuda_team &team, T v) {
+    return opf__team_reduce(team, v, opf__team_add());
+}
+template <typename T> __device__ T opf_team_max(const opf_cuda_team &team, T v) {
+    return opf__team_reduce(team, v, opf__team_maximum());
+}
+
+/* In a team body: i over this thread's elements of [0, n): rank, rank +
+ * size, ... Every loop over a row's elements in a team body is one of these,
+ * so element i always belongs to the same thread: what a thread wrote to an
+ * output row, it alone reads back, and no barrier is needed between loops. */
+#define OPF_TEAM_FOR(i, n) for (int64_t i = opf_team.rank; i < (n); i += opf_team.size)
+/* In a team body: a statement run by one thread of the team (a row's scalar
+ * outputs, say). */
+#define OPF_TEAM_ONCE if (opf_team.rank == 0)
+
 /* One launch of a row kernel's CUDA build, planned by opforge. libopforge
  * fills it and a user's library reads it: its layout is part of the table
  * ABI (OPF_TABLE_ABI_VERSION). Row r is the r-th index, in C order, of the
@@ -384,92 +458,144 @@ template <typename T> __device__ __forceinline__ void *opf__cuda_row_at(void *ba
     return b == 0 ? (void *)0 : (void *)(b + (uintptr_t)off * (uintptr_t)sizeof(T));
 }
 
+/* Row r's arguments: each operand's row pointer and length, the attributes.
+ * Index is the type of the row-index arithmetic (uint32_t under 2^32 rows). */
+template <class F, typename Index>
+__device__ __forceinline__ void opf__cuda_row_locate(int64_t r, const opf__cuda_ew_ptrs<F::num_in + F::num_out> &p,
+                                                     const opf__cuda_row_lens<F::num_in + F::num_out> &lens,
+                                                     const opf__cuda_ew_layout<F::num_in + F::num_out> &layout,
+                                                     const opf__cuda_ew_attrs &attrs,
+                                                     opf__cuda_row_args<F::num_in, F::num_out> *a) {
+    typedef typename F::type T;
+    enum { NI = F::num_in, NO = F::num_out, K = NI + NO };
+    const opf__cuda_ew_offsets<K> at = opf__cuda_offsets<K, Index>(r, layout);
+#pragma unroll
+    for (int k = 0; k < NI; k++) {
+        a->in[k] = opf__cuda_row_at<T>(p.p[k], at.off[k]);
+        a->in_len[k] = lens.n[k];
+    }
+#pragma unroll
+    for (int j = 0; j < NO; j++) {
+        a->out[j] = opf__cuda_row_at<T>(p.p[NI + j], at.off[NI + j]);
+        a->out_len[j] = lens.n[NI + j];
+    }
+    a->attrs = attrs.v;
+}
+
 /* One thread per row (grid-stride). F is a kernel's row function (see
- * OPF__CUDA_ROW_DEFINE): F::type, F::num_in, F::num_out, F::apply. Index is
- * the type of the row-index arithmetic (uint32_t under 2^32 rows). */
+ * OPF__CUDA_ROW_DEFINE): F::type, F::num_in, F::num_out, F::apply. */
 template <class F, typename Index>
 __global__ void __launch_bounds__(OPF_CUDA_ROW_THREADS)
     opf__cuda_row_kernel(int64_t rows, const opf__cuda_ew_ptrs<F::num_in + F::num_out> p,
                          const opf__cuda_row_lens<F::num_in + F::num_out> lens,
                          const opf__cuda_ew_layout<F::num_in + F::num_out> layout, const opf__cuda_ew_attrs attrs) {
-    typedef typename F::type T;
-    enum { NI = F::num_in, NO = F::num_out, K = NI + NO };
     const int64_t step = (int64_t)gridDim.x * OPF_CUDA_ROW_THREADS;
     for (int64_t r = (int64_t)blockIdx.x * OPF_CUDA_ROW_THREADS + threadIdx.x; r < rows; r += step) {
-        int64_t off[K];
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            off[k] = 0;
-        }
-        Index rem = (Index)r;
-#pragma unroll
-        for (int d = 0; d < OPF_MAX_RANK; d++) {
-            if (d >= layout.rank) {
-                break;
-            }
-            Index idx = rem; /* the outermost dim takes what is left */
-            if (d < layout.rank - 1) {
-                const Index size = (Index)layout.shape[d];
-                const Index q = rem / size;
-                idx = rem - q * size;
-                rem = q;
-            }
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-                off[k] += (int64_t)idx * layout.stride[k][d];
-            }
-        }
-        opf__cuda_row_args<NI, NO> a;
-#pragma unroll
-        for (int k = 0; k < NI; k++) {
-            a.in[k] = opf__cuda_row_at<T>(p.p[k], off[k]);
-            a.in_len[k] = lens.n[k];
-        }
-#pragma unroll
-        for (int j = 0; j < NO; j++) {
-            a.out[j] = opf__cuda_row_at<T>(p.p[NI + j], off[NI + j]);
-            a.out_len[j] = lens.n[NI + j];
-        }
-        a.attrs = attrs.v;
+        opf__cuda_row_args<F::num_in, F::num_out> a;
+        opf__cuda_row_locate<F, Index>(r, p, lens, layout, attrs, &a);
         F::apply(&a);
     }
 }
 
-/* Enqueues launch L of row function F; returns the cudaError_t. */
-template <class F> static int opf__cuda_row_enqueue(const opf_cuda_row_launch *L) {
-    enum { K = F::num_in + F::num_out };
+/* A block of threads per row (grid-stride over rows, the same rows for
+ * every thread of a block, so that the team's barriers are met). F is a
+ * team body (OPF__CUDA_TEAM_DEFINE): F::apply(args, team). */
+template <class F, typename Index>
+__global__ void __launch_bounds__(OPF_CUDA_TEAM_MAX)
+    opf__cuda_team_kernel(int64_t rows, const opf__cuda_ew_ptrs<F::num_in + F::num_out> p,
+                          const opf__cuda_row_lens<F::num_in + F::num_out> lens,
+                          const opf__cuda_ew_layout<F::num_in + F::num_out> layout, const opf__cuda_ew_attrs attrs) {
+    const opf_cuda_team team = {(int)threadIdx.x, (int)blockDim.x};
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        opf__cuda_row_args<F::num_in, F::num_out> a;
+        opf__cuda_row_locate<F, Index>(r, p, lens, layout, attrs, &a);
+        F::apply(&a, team);
+    }
+}
+
+/* The kernel parameters of launch L, for a row function of K operands. */
+template <int K> struct opf__cuda_row_params {
+    int64_t rows;
     opf__cuda_ew_ptrs<K> p;
     opf__cuda_row_lens<K> lens;
     opf__cuda_ew_layout<K> layout;
-    for (int k = 0; k < K; k++) {
-        p.p[k] = L->operands[k];
-        lens.n[k] = L->len[k];
-    }
-    layout.rank = L->rank;
-    for (int d = 0; d < OPF_MAX_RANK; d++) {
-        layout.shape[d] = L->shape[d];
+    opf__cuda_ew_attrs attrs;
+    explicit opf__cuda_row_params(const opf_cuda_row_launch *L) : rows(L->rows) {
         for (int k = 0; k < K; k++) {
-            layout.stride[k][d] = L->strides[k][d];
+            p.p[k] = L->operands[k];
+            lens.n[k] = L->len[k];
+        }
+        layout.rank = L->rank;
+        for (int d = 0; d < OPF_MAX_RANK; d++) {
+            layout.shape[d] = L->shape[d];
+            for (int k = 0; k < K; k++) {
+                layout.stride[k][d] = L->strides[k][d];
+            }
+        }
+        for (int a = 0; a < OPF_MAX_ATTRS; a++) {
+            attrs.v[a] = L->attrs[a];
         }
     }
-    opf__cuda_ew_attrs attrs;
-    for (int a = 0; a < OPF_MAX_ATTRS; a++) {
-        attrs.v[a] = L->attrs[a];
-    }
-    int64_t rows = L->rows;
-    void *args[5] = {&rows, &p, &lens, &layout, &attrs};
+};
+
+/* cudaLaunchKernel's result, then cudaGetLastError (which also clears this
+ * runtime's error slot). */
+static inline int opf__cuda_launched(cudaError_t err) {
+    return err != cudaSuccess ? (int)err : (int)cudaGetLastError();
+}
+
+/* Enqueues launch L of row function F, one thread per row; returns the
+ * cudaError_t. */
+template <class F> static int opf__cuda_row_enqueue(const opf_cuda_row_launch *L) {
+    opf__cuda_row_params<F::num_in + F::num_out> a(L);
+    void *args[5] = {&a.rows, &a.p, &a.lens, &a.layout, &a.attrs};
     const cudaStream_t stream = (cudaStream_t)L->stream;
     const dim3 grid(L->blocks > 0 ? L->blocks : 1), block(OPF_CUDA_ROW_THREADS);
-    const cudaError_t err = rows <= (int64_t)UINT32_MAX
-                                ? cudaLaunchKernel(opf__cuda_row_kernel<F, uint32_t>, grid, block, args, 0, stream)
-                                : cudaLaunchKernel(opf__cuda_row_kernel<F, uint64_t>, grid, block, args, 0, stream);
-    /* cudaGetLastError: also clears this runtime's error slot. */
-    return err != cudaSuccess ? (int)err : (int)cudaGetLastError();
+    return opf__cuda_launched(a.rows <= (int64_t)UINT32_MAX
+                                  ? cudaLaunchKernel(opf__cuda_row_kernel<F, uint32_t>, grid, block, args, 0, stream)
+                                  : cudaLaunchKernel(opf__cuda_row_kernel<F, uint64_t>, grid, block, args, 0, stream));
+}
+
+/* Enqueues launch L of team body F, `team` threads per row, a block per row
+ * (at most OPF_CUDA_TEAM_BLOCKS blocks, grid-stride beyond). */
+template <class F> static int opf__cuda_team_enqueue(const opf_cuda_row_launch *L, unsigned team) {
+    opf__cuda_row_params<F::num_in + F::num_out> a(L);
+    void *args[5] = {&a.rows, &a.p, &a.lens, &a.layout, &a.attrs};
+    const cudaStream_t stream = (cudaStream_t)L->stream;
+    const int64_t most = OPF_CUDA_TEAM_BLOCKS;
+    const dim3 grid((unsigned)(a.rows < most ? a.rows : most)), block(team);
+    return opf__cuda_launched(a.rows <= (int64_t)UINT32_MAX
+                                  ? cudaLaunchKernel(opf__cuda_team_kernel<F, uint32_t>, grid, block, args, 0, stream)
+                                  : cudaLaunchKernel(opf__cuda_team_kernel<F, uint64_t>, grid, block, args, 0, stream));
 }
 
 /* The launcher of a row kernel whose row function is Fn<float> / Fn<double>. */
 template <template <typename> class Fn> static int opf__cuda_row_launch(const opf_cuda_row_launch *L) {
     return L->dtype == OPF_F32 ? opf__cuda_row_enqueue<Fn<float>>(L) : opf__cuda_row_enqueue<Fn<double>>(L);
+}
+
+/* The threads of a team for rows of n elements: a warp for short rows, up
+ * to OPF_CUDA_TEAM_MAX for long ones, about four elements per thread between. */
+static inline unsigned opf__cuda_team_size(int64_t n) {
+    unsigned size = 32;
+    while (size < OPF_CUDA_TEAM_MAX && (int64_t)size * 4 < n) {
+        size *= 2;
+    }
+    return size;
+}
+
+/* The launcher of a row kernel with a team body (OPF_ROW_KERNEL_TEAM):
+ * Team<T> for rows of at least OPF_CUDA_TEAM_MIN elements, the row kernel's
+ * own one-thread-per-row build Row<T> for shorter ones. */
+template <template <typename> class Team, template <typename> class Row>
+static int opf__cuda_team_launch(const opf_cuda_row_launch *L) {
+    const int64_t n = L->len[0];
+    if (n < OPF_CUDA_TEAM_MIN) {
+        return opf__cuda_row_launch<Row>(L);
+    }
+    const unsigned size = opf__cuda_team_size(n);
+    return L->dtype == OPF_F32 ? opf__cuda_team_enqueue<Team<float>>(L, size)
+                               : opf__cuda_team_enqueue<Team<double>>(L, size);
 }
 
 } /* extern "C++" */
@@ -499,6 +625,16 @@ template <template <typename> class Fn> static int opf__cuda_row_launch(const op
     }                                                                                                                  \
     }
 
+/* A row body on the device, as on the CPU: attrs, n and the arguments' rows
+ * declared from opf__args. */
+#define OPF__CUDA_ROW_BODY(ins, outs, ...)                                                                             \
+    OPF_MATH_USE_FMA const opf_attr_value *const attrs = opf__args->attrs;                                             \
+    const int64_t n = opf__args->in_len[0];                                                                            \
+    (void)attrs;                                                                                                       \
+    (void)n;                                                                                                           \
+    OPF__EACH(OPF__ROW_IN, ins)                                                                                        \
+    OPF__EACH(OPF__ROW_OUT, outs) { __VA_ARGS__ }
+
 /* What OPF_ROW_KERNEL adds in a CUDA compile: the row function (the CPU
  * builds' body, OPF__ROW_IN / OPF__ROW_OUT declaring the rows from opf__args)
  * and the launcher, in an unnamed namespace as above. */
@@ -509,16 +645,31 @@ template <template <typename> class Fn> static int opf__cuda_row_launch(const op
         typedef T type;                                                                                                \
         enum { num_in = OPF__LEN(ins), num_out = OPF__LEN(outs) };                                                     \
         static __device__ inline void apply(const opf__cuda_row_args<num_in, num_out> *opf__args) {                    \
-            OPF_MATH_USE_FMA const opf_attr_value *const attrs = opf__args->attrs;                                     \
-            const int64_t n = opf__args->in_len[0];                                                                    \
-            (void)attrs;                                                                                               \
-            (void)n;                                                                                                   \
-            OPF__EACH(OPF__ROW_IN, ins)                                                                                \
-            OPF__EACH(OPF__ROW_OUT, outs) { __VA_ARGS__ }                                                              \
+            OPF__CUDA_ROW_BODY(ins, outs, __VA_ARGS__)                                                                 \
         }                                                                                                              \
     };                                                                                                                 \
     static int opf__cuda_row_launch_##name(const struct opf_cuda_row_launch *opf__launch) {                            \
         return opf__cuda_row_launch<opf__cuda_row_##name>(opf__launch);                                                \
+    }                                                                                                                  \
+    }                                                                                                                  \
+    }
+
+/* What OPF_ROW_KERNEL_TEAM adds in a CUDA compile: the team body (the
+ * arguments declared as in a row body, plus opf_team) and the launcher that
+ * picks it or the one-thread-per-row build of `kernel`. */
+#define OPF__CUDA_TEAM_DEFINE(name, kernel, ins, outs, ...)                                                            \
+    extern "C++" {                                                                                                     \
+    namespace {                                                                                                        \
+    template <typename T> struct opf__cuda_team_##name {                                                               \
+        typedef T type;                                                                                                \
+        enum { num_in = OPF__LEN(ins), num_out = OPF__LEN(outs) };                                                     \
+        static __device__ inline void apply(const opf__cuda_row_args<num_in, num_out> *opf__args,                      \
+                                            const opf_cuda_team opf_team) {                                            \
+            OPF__CUDA_ROW_BODY(ins, outs, __VA_ARGS__)                                                                 \
+        }                                                                                                              \
+    };                                                                                                                 \
+    static int opf__cuda_team_launch_##name(const struct opf_cuda_row_launch *opf__launch) {                           \
+        return opf__cuda_team_launch<opf__cuda_team_##name, opf__cuda_row_##kernel>(opf__launch);                      \
     }                                                                                                                  \
     }                                                                                                                  \
     }

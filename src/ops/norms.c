@@ -199,12 +199,41 @@ OPF_ROW_KERNEL(softmax, (x), (y), {
     }
 })
 
+/* In a team body over row x: the row's maximum m (NaN ignored), the shift
+ * s (m, or 0 for a row of -inf only) and this thread's part of the sum of
+ * exp(x - s) (to be added up by opf_team_sum). */
+#define NORMS_TEAM_EXP_SUM(m, s, sum)                                                                                  \
+    m = -(T)__builtin_inf();                                                                                           \
+    OPF_TEAM_FOR(i, n) { m = x[i] > m ? x[i] : m; }                                                                    \
+    m = opf_team_max(opf_team, m);                                                                                     \
+    s = m == -(T)__builtin_inf() ? (T)0 : m;                                                                           \
+    sum = 0;                                                                                                           \
+    OPF_TEAM_FOR(i, n) { sum += NORMS_EXP(x[i] - s, opf_math_fma_ok); }
+
+/* On CUDA, a team per row: the maximum, the sum of exp(x - max), then y,
+ * each a pass over the row (x is read from memory once; the passes after
+ * the first find it in cache), with softmax's rules for inf, NaN and rows
+ * of -inf only. */
+OPF_ROW_KERNEL_TEAM(softmax_team, softmax, (x), (y), {
+    T m, s, sum;
+    NORMS_TEAM_EXP_SUM(m, s, sum);
+    const T inv = (T)1 / opf_team_sum(opf_team, sum);
+    OPF_TEAM_FOR(i, n) { y[i] = NORMS_EXP(x[i] - s, opf_math_fma_ok) * inv; }
+})
+
 /* dx = y * (dy - <dy, y>) */
 OPF_ROW_KERNEL(softmax_grad, (dy, y), (dx), {
     const T s = opf_dot(n, dy, y);
     for (int64_t i = 0; i < n; i++) {
         dx[i] = y[i] * (dy[i] - s);
     }
+})
+
+OPF_ROW_KERNEL_TEAM(softmax_grad_team, softmax_grad, (dy, y), (dx), {
+    T d = 0;
+    OPF_TEAM_FOR(i, n) { d += dy[i] * y[i]; }
+    const T s = opf_team_sum(opf_team, d);
+    OPF_TEAM_FOR(i, n) { dx[i] = y[i] * (dy[i] - s); }
 })
 
 /* softmax_grad is linear in dy with the symmetric Jacobian diag(y) - y y^T:
@@ -246,12 +275,26 @@ OPF_ROW_KERNEL(log_softmax, (x), (y), {
     }
 })
 
+OPF_ROW_KERNEL_TEAM(log_softmax_team, log_softmax, (x), (y), {
+    T m, s, sum;
+    NORMS_TEAM_EXP_SUM(m, s, sum);
+    const T lse = opf_log(opf_team_sum(opf_team, sum) * opf_exp(s - m));
+    OPF_TEAM_FOR(i, n) { y[i] = (x[i] - m) - lse; }
+})
+
 /* dx = dy - exp(y) * sum(dy) */
 OPF_ROW_KERNEL(log_softmax_grad, (dy, y), (dx), {
     const T s = opf_sum(n, dy);
     for (int64_t i = 0; i < n; i++) {
         dx[i] = dy[i] - NORMS_EXP_ANY(y[i]) * s;
     }
+})
+
+OPF_ROW_KERNEL_TEAM(log_softmax_grad_team, log_softmax_grad, (dy, y), (dx), {
+    T d = 0;
+    OPF_TEAM_FOR(i, n) { d += dy[i]; }
+    const T s = opf_team_sum(opf_team, d);
+    OPF_TEAM_FOR(i, n) { dx[i] = dy[i] - NORMS_EXP_ANY(y[i]) * s; }
 })
 
 /* With p = exp(y): gdy = ddx - <ddx, p> (also log_softmax's Jacobian applied
@@ -387,6 +430,15 @@ OPF_ROW_KERNEL(rms_norm, (x, w), (y, rstd), {
     }
 })
 
+OPF_ROW_KERNEL_TEAM(rms_norm_team, rms_norm, (x, w), (y, rstd), {
+    const T eps = NORMS_EPS(attrs[0].f);
+    T ss = 0;
+    OPF_TEAM_FOR(i, n) { ss += x[i] * x[i]; }
+    const T r = (T)1 / opf_sqrt(opf_team_sum(opf_team, ss) / (T)n + eps);
+    OPF_TEAM_ONCE { rstd[0] = r; }
+    OPF_TEAM_FOR(i, n) { y[i] = w != NULL ? (x[i] * r) * w[i] : x[i] * r; }
+})
+
 /* With g = dy * w, r = rstd: dx = r g - x (r^3 / M) (<g, x> + drstd);
  * dw = sum over rows of dy x r. dy and drstd absent: zero. */
 OPF_ROW_KERNEL(rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
@@ -432,6 +484,22 @@ OPF_ROW_KERNEL(rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
         for (int64_t i = 0; i < n; i++) {
             dw[i] += (dy[i] * x[i]) * r;
         }
+    }
+})
+
+OPF_ROW_KERNEL_TEAM(rms_norm_grad_team, rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
+    const T r = rstd[0], drs = drstd != NULL ? drstd[0] : (T)0;
+    if (dx != NULL && n > 0 && dy != NULL) {
+        T sgx = 0;
+        OPF_TEAM_FOR(i, n) { sgx += (w != NULL ? dy[i] * w[i] : dy[i]) * x[i]; }
+        const T c = (r * r * r / (T)n) * (opf_team_sum(opf_team, sgx) + drs);
+        OPF_TEAM_FOR(i, n) { dx[i] = r * (w != NULL ? dy[i] * w[i] : dy[i]) - x[i] * c; }
+    } else if (dx != NULL && n > 0) {
+        const T c = (r * r * r / (T)n) * drs;
+        OPF_TEAM_FOR(i, n) { dx[i] = -(x[i] * c); }
+    }
+    if (dw != NULL && dy != NULL) {
+        OPF_TEAM_FOR(i, n) { dw[i] += (dy[i] * x[i]) * r; }
     }
 })
 
@@ -673,6 +741,39 @@ OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
     }
 })
 
+/* On CUDA, a team per row: the same statistics as above, centred on x[0]
+ * (exact for a row of equal values), with the same second pass around the
+ * mean when the first one cancels. */
+OPF_ROW_KERNEL_TEAM(layer_norm_team, layer_norm, (x, w, b), (y, mean, rstd), {
+    T k = n > 0 ? x[0] : (T)0, d = 0, var = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        T a = 0, q = 0;
+        OPF_TEAM_FOR(i, n) {
+            const T c = x[i] - k;
+            a += c;
+            q += c * c;
+        }
+        const T s1 = opf_team_sum(opf_team, a), s2 = opf_team_sum(opf_team, q);
+        d = n > 0 ? s1 / (T)n : (T)0;
+        var = n > 0 ? s2 / (T)n - d * d : s2 / (T)n; /* NaN for M = 0 */
+        if (d * d <= 4 * var || n == 0) {
+            break;
+        }
+        k = k + d;
+    }
+    const T mu = k + d;
+    const T r = (T)1 / opf_sqrt(opf_maximum(var, (T)0) + (T)attrs[0].f);
+    OPF_TEAM_ONCE {
+        mean[0] = mu;
+        rstd[0] = r;
+    }
+    OPF_TEAM_FOR(i, n) {
+        const T xh = (x[i] - mu) * r;
+        const T v = w != NULL ? xh * w[i] : xh;
+        y[i] = b != NULL ? v + b[i] : v;
+    }
+})
+
 /* With xh = (x - mean) r, g = dy w, r = rstd:
  *   dx = r (g - mean(g) - xh mean(g xh)) + dmean / M - drstd r^2 xh / M
  *   dw = sum over rows of dy xh, db = sum over rows of dy.
@@ -733,6 +834,39 @@ OPF_ROW_KERNEL(layer_norm_grad, (x, mean, rstd, dy, w, dmean, drstd), (dx, dw, d
     if (db != NULL && dy != NULL) {
         for (int64_t i = 0; i < n; i++) {
             db[i] += dy[i];
+        }
+    }
+})
+
+OPF_ROW_KERNEL_TEAM(layer_norm_grad_team, layer_norm_grad, (x, mean, rstd, dy, w, dmean, drstd), (dx, dw, db), {
+    const T mu = mean[0], r = rstd[0];
+    if (dx != NULL && n > 0) {
+        T a = 0, q = 0;
+        if (dy != NULL) {
+            OPF_TEAM_FOR(i, n) {
+                const T g = w != NULL ? dy[i] * w[i] : dy[i];
+                a += g;
+                q += g * (x[i] - mu);
+            }
+        }
+        const T sg = opf_team_sum(opf_team, a), sgx = opf_team_sum(opf_team, q) * r;
+        const T inv_n = (T)1 / (T)n;
+        const T c0 = (dmean != NULL ? dmean[0] * inv_n : (T)0) - r * sg * inv_n;
+        const T c1 = r * sgx * inv_n + (drstd != NULL ? drstd[0] * r * r * inv_n : (T)0);
+        if (dy != NULL) {
+            OPF_TEAM_FOR(i, n) { dx[i] = r * (w != NULL ? dy[i] * w[i] : dy[i]) + c0 - ((x[i] - mu) * r) * c1; }
+        } else {
+            OPF_TEAM_FOR(i, n) { dx[i] = c0 - ((x[i] - mu) * r) * c1; }
+        }
+    }
+    if (dy != NULL) {
+        OPF_TEAM_FOR(i, n) {
+            if (dw != NULL) {
+                dw[i] += dy[i] * ((x[i] - mu) * r);
+            }
+            if (db != NULL) {
+                db[i] += dy[i];
+            }
         }
     }
 })
@@ -1073,7 +1207,7 @@ const opf_op_decl opf_decl_softmax = {
     .grad = "dx = softmax_grad(dy, y)",
     .jvp = "y' = softmax_grad(x', y)", /* the Jacobian diag(y) - y y^T is symmetric */
     .arg_docs = "x: input [..., M], rows along the last axis; y: the softmax of each row, the shape of x",
-    .row = &softmax,
+    .row = &softmax_team,
 };
 
 const opf_op_decl opf_decl_softmax_grad = {
@@ -1082,7 +1216,7 @@ const opf_op_decl opf_decl_softmax_grad = {
     .grad = "ddy, dy, _ = softmax_grad_grad(ddx, dy, y)",
     .jvp = "dx' = softmax_grad(dy', y); _, _, dx' = softmax_grad_grad(y', dy, y)",
     .arg_docs = "dy: gradient of softmax's output; y: softmax's output; dx: gradient of softmax's input",
-    .row = &softmax_grad,
+    .row = &softmax_grad_team,
 };
 
 const opf_op_decl opf_decl_softmax_grad_grad = {
@@ -1102,7 +1236,7 @@ const opf_op_decl opf_decl_log_softmax = {
     .grad = "dx = log_softmax_grad(dy, y)",
     .jvp = "y', _ = log_softmax_grad_grad(x', y, _)", /* y' = x' - sum(exp(y) x') */
     .arg_docs = "x: input [..., M], rows along the last axis; y: the log-softmax of each row, the shape of x",
-    .row = &log_softmax,
+    .row = &log_softmax_team,
 };
 
 const opf_op_decl opf_decl_log_softmax_grad = {
@@ -1111,7 +1245,7 @@ const opf_op_decl opf_decl_log_softmax_grad = {
     .grad = "ddy, dy = log_softmax_grad_grad(ddx, y, dy)",
     .jvp = "dx' = log_softmax_grad(dy', y); _, dx' = log_softmax_grad_grad(y', y, dy)",
     .arg_docs = "dy: gradient of log_softmax's output; y: log_softmax's output; dx: gradient of log_softmax's input",
-    .row = &log_softmax_grad,
+    .row = &log_softmax_grad_team,
 };
 
 const opf_op_decl opf_decl_log_softmax_grad_grad = {
@@ -1148,7 +1282,7 @@ const opf_op_decl opf_decl_rms_norm = {
     .arg_docs = "x: input [..., M], rows along the last axis; w: weight [M], optional (absent: ones); eps: added to "
                 "the mean square (negative: the dtype's machine epsilon); y: the normalized rows, the shape of x; "
                 "rstd: 1 / sqrt(mean(x^2) + eps) of each row [...]",
-    .row = &rms_norm,
+    .row = &rms_norm_team,
 };
 
 const opf_op_decl opf_decl_rms_norm_grad = {
@@ -1162,7 +1296,7 @@ const opf_op_decl opf_decl_rms_norm_grad = {
     .arg_docs = "x: rms_norm's input; rstd: rms_norm's rstd; dy: gradient of rms_norm's y, optional; w: rms_norm's "
                 "weight, optional; drstd: gradient of rms_norm's rstd, optional; dx: gradient of x; dw: gradient of "
                 "w [M]",
-    .row = &rms_norm_grad,
+    .row = &rms_norm_grad_team,
 };
 
 const opf_op_decl opf_decl_rms_norm_grad_grad = {
@@ -1249,7 +1383,7 @@ const opf_op_decl opf_decl_layer_norm = {
     .arg_docs = "x: input [..., M], rows along the last axis; w: weight [M], optional (absent: ones); b: bias [M], "
                 "optional (absent: zeros); eps: added to the variance; y: the normalized rows, the shape of x; "
                 "mean: the mean of each row [...]; rstd: 1 / sqrt(var + eps) of each row [...]",
-    .row = &layer_norm,
+    .row = &layer_norm_team,
 };
 
 const opf_op_decl opf_decl_layer_norm_grad = {
@@ -1269,7 +1403,7 @@ const opf_op_decl opf_decl_layer_norm_grad = {
                 "layer_norm's y, optional; w: layer_norm's weight, optional; dmean: gradient of layer_norm's mean, "
                 "optional; drstd: gradient of layer_norm's rstd, optional; dx: gradient of x; dw: gradient of w [M]; "
                 "db: gradient of b [M]",
-    .row = &layer_norm_grad,
+    .row = &layer_norm_grad_team,
 };
 
 const opf_op_decl opf_decl_layer_norm_grad_grad = {

@@ -164,6 +164,39 @@ static int check_same_nan_aware(const void *got, const void *want, size_t n, siz
                            first, n, bad);
 }
 
+static double elem_value(const unsigned char *p, size_t elem) {
+    if (elem == sizeof(float)) {
+        float f;
+        memcpy(&f, p, sizeof f);
+        return f;
+    }
+    double d;
+    memcpy(&d, p, sizeof d);
+    return d;
+}
+
+/* Within tolerance of want: NaN where want is NaN, the same infinity where
+ * it is infinite, and elsewhere within (4 m + 64) units of roundoff of the
+ * largest finite |want| (a row of m elements reduced in another order). */
+static int check_close_nan_aware(const void *got, const void *want, size_t n, size_t elem, int64_t m, const char *ctx) {
+    const unsigned char *g = got, *w = want;
+    const double u = elem == sizeof(float) ? 0x1p-24 : 0x1p-53;
+    double scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double v = fabs(elem_value(w + i * elem, elem));
+        scale = isfinite(v) && v > scale ? v : scale;
+    }
+    const double tol = (double)(4 * m + 64) * u * scale;
+    for (size_t i = 0; i < n; i++) {
+        const double gv = elem_value(g + i * elem, elem), wv = elem_value(w + i * elem, elem);
+        const int ok = isnan(wv) ? isnan(gv) : isinf(wv) ? gv == wv : fabs(gv - wv) <= tol;
+        if (!CHECK(ok, "%s: element %zu (of %zu): %.17g, expected %.17g (tolerance %.3g)", ctx, i, n, gv, wv, tol)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Elementwise                                                               */
 /* ------------------------------------------------------------------------ */
@@ -566,7 +599,7 @@ TEST(test_relu_huge) {
 const opf_op_table *opforge_op_table(void); /* OPF_EXPORT_OPS in user_ops.c */
 
 static const char *const user_cuda_rows[] = {"mix_max",    "clamp_",    "lerp_half", "rowsum",
-                                             "row_affine", "row_stats", "softmax"};
+                                             "row_affine", "row_stats", "softmax",   "softmax_team"};
 
 static const opf_op_def *user_row(const char *name) {
     const opf_op_table *t = opforge_op_table();
@@ -650,17 +683,7 @@ TEST(test_user_stream_capture) {
 /* Dense                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static double elem_at(const tview *v, size_t i) {
-    const void *p = tv_at(v, i);
-    if (v->t.dtype == OPF_F32) {
-        float f;
-        memcpy(&f, p, sizeof f);
-        return f;
-    }
-    double d;
-    memcpy(&d, p, sizeof d);
-    return d;
-}
+static double elem_at(const tview *v, size_t i) { return elem_value(tv_at(v, i), v->elem); }
 
 /* Values of a view, in C order, as doubles. */
 static double *values(const tview *v) {
@@ -1154,9 +1177,10 @@ typedef struct row_shape {
 } row_shape;
 
 static const row_shape row_shapes[] = {
-    {0, {0}, 1, 0},        {0, {0}, 100, 0},  {1, {1}, 7, 0},    {1, {5}, 0, 0},
-    {1, {0}, 5, 0},        {1, {6}, 33, 0},   {2, {3, 4}, 7, 0}, {2, {4, 1}, 31, 0},
-    {3, {2, 1, 3}, 17, 0}, {2, {0, 3}, 0, 0}, {2, {3, 2}, 0, 0}, {1, {10007}, 3, 1},
+    {0, {0}, 1, 0},    {0, {0}, 100, 0},   {1, {1}, 7, 0},       {1, {5}, 0, 0},        {1, {0}, 5, 0},
+    {1, {6}, 33, 0},   {2, {3, 4}, 7, 0},  {2, {4, 1}, 31, 0},   {3, {2, 1, 3}, 17, 0}, {2, {0, 3}, 0, 0},
+    {2, {3, 2}, 0, 0}, {1, {10007}, 3, 1}, {2, {2, 3}, 1000, 0}, /* long rows: a team of 256 threads each
+                                                                    (OPF_ROW_KERNEL_TEAM), several elements a thread */
 };
 
 /* Layouts of the batched inputs, the inputs without "..." and the outputs;
@@ -1295,12 +1319,32 @@ static const double *row_of(const double *v, int batched, int64_t r, int64_t len
     return v == NULL ? NULL : v + (batched ? r * len : 0);
 }
 
+/* A team body reduces in another order than the CPU builds: where sums of
+ * huge values overflow in one order and not in the other, the results
+ * differ by more than rounding. NaN and infinities (which propagate the
+ * same in any order) stay; finite values of 1e15 or more become +-10. */
+static void tame_huge(tview *v) {
+    unsigned char *x = xcalloc(v->numel, v->elem);
+    tv_gather(v, x);
+    for (size_t i = 0; i < v->numel; i++) {
+        const double e = elem_value(x + i * v->elem, v->elem);
+        if (isfinite(e) && fabs(e) >= 1e15) {
+            const float f = e > 0 ? 10.0f : -10.0f;
+            const double d = f;
+            memcpy(x + i * v->elem, v->elem == sizeof f ? (const void *)&f : (const void *)&d, v->elem);
+        }
+    }
+    tv_scatter(v, x);
+    free(x);
+}
+
 /* One call of a row op on the device: the outputs against the same call on
- * the CPU (the same bits, NaN-aware), the guard bytes around every view, the
+ * the CPU (the same bits, NaN-aware; for a row with a team body, `team`,
+ * within check_close_nan_aware's tolerance), the guard bytes around every view, the
  * inputs left alone, and, with `ref` (uniform inputs), against the scalar
  * reference within its tolerance. `skip` has bit i set to leave optional
  * input i absent. */
-static void row_case(const opf_op_def *op, opf_dtype dt, const row_shape *s, const row_config *c,
+static void row_case(const opf_op_def *op, int team, opf_dtype dt, const row_shape *s, const row_config *c,
                      const opf_attr_value *attrs, unsigned skip, int special, row_ref_fn ref, rng *r) {
     char ctx[320], shape_str[96];
     int64_t batch_shape[3] = {s->batch[0], s->batch[1], s->batch[2]};
@@ -1321,6 +1365,9 @@ static void row_case(const opf_op_def *op, opf_dtype dt, const row_shape *s, con
         tv_layout layout = (op->inputs[i].flags & OPF_ARG_BATCHED) ? c->in : c->whole;
         dv_make(&in[i], dt, ndim, shape, layout, c->offset, c->shift);
         tv_fill(&in[i].h, r, special, NULL);
+        if (team && special) {
+            tame_huge(&in[i].h);
+        }
         dv_upload(&in[i]);
         snap[i] = xmalloc(in[i].h.alloc_bytes);
         memcpy(snap[i], in[i].h.alloc, in[i].h.alloc_bytes);
@@ -1356,7 +1403,11 @@ static void row_case(const opf_op_def *op, opf_dtype dt, const row_shape *s, con
             tv_gather(&out[o].h, w);
             char octx[400];
             snprintf(octx, sizeof octx, "%s: output %s vs the CPU", ctx, op->outputs[o].name);
-            check_same_nan_aware(g, w, n, elem, octx);
+            if (team) {
+                check_close_nan_aware(g, w, n, elem, s->m, octx);
+            } else {
+                check_same_nan_aware(g, w, n, elem, octx);
+            }
             CHECK_TV_GUARDS(&back, "%s", octx);
             got[o] = values(&back);
             free(g);
@@ -1432,7 +1483,7 @@ static void row_case(const opf_op_def *op, opf_dtype dt, const row_shape *s, con
 
 /* Every shape and layout of a row op, both dtypes, special and uniform
  * values, with its optional inputs present and (once) absent. */
-static void test_row_op(const opf_op_def *op, const opf_attr_value *attrs, row_ref_fn ref, uint64_t seed) {
+static void test_row_op(const opf_op_def *op, int team, const opf_attr_value *attrs, row_ref_fn ref, uint64_t seed) {
     rng r = rng_seed(seed);
     unsigned optional = 0;
     for (int32_t i = 0; i < op->num_inputs; i++) {
@@ -1446,36 +1497,49 @@ static void test_row_op(const opf_op_def *op, const opf_attr_value *attrs, row_r
                     continue;
                 }
                 for (int special = 0; special < 2; special++) {
-                    row_case(op, dtypes[d], s, &row_configs[ci], attrs, 0, special, ref, &r);
+                    row_case(op, team, dtypes[d], s, &row_configs[ci], attrs, 0, special, ref, &r);
                 }
                 if (optional != 0) {
-                    row_case(op, dtypes[d], s, &row_configs[ci], attrs, optional, 0, ref, &r);
+                    row_case(op, team, dtypes[d], s, &row_configs[ci], attrs, optional, 0, ref, &r);
                 }
             }
         }
     }
 }
 
-TEST(test_user_rowsum) { test_row_op(user_row("rowsum"), NULL, ref_rowsum, 3000); }
+TEST(test_user_rowsum) { test_row_op(user_row("rowsum"), 0, NULL, ref_rowsum, 3000); }
 TEST(test_user_row_affine) {
     opf_attr_value shift[1] = {{.f = 0.375}};
-    test_row_op(user_row("row_affine"), shift, ref_row_affine, 3001);
+    test_row_op(user_row("row_affine"), 0, shift, ref_row_affine, 3001);
 }
-TEST(test_user_row_stats) { test_row_op(user_row("row_stats"), NULL, ref_row_stats, 3002); }
-TEST(test_user_softmax) { test_row_op(user_row("softmax"), NULL, ref_softmax, 3003); }
-TEST(test_myops_rowsum) { test_row_op(myops_row("rowsum"), NULL, ref_rowsum, 3004); }
-TEST(test_myops_rowsum_grad) { test_row_op(myops_row("rowsum_grad"), NULL, ref_rowsum_grad, 3005); }
+TEST(test_user_row_stats) { test_row_op(user_row("row_stats"), 0, NULL, ref_row_stats, 3002); }
+TEST(test_user_softmax) { test_row_op(user_row("softmax"), 0, NULL, ref_softmax, 3003); }
+TEST(test_user_softmax_team) { test_row_op(user_row("softmax_team"), 1, NULL, ref_softmax, 3006); }
+TEST(test_myops_rowsum) { test_row_op(myops_row("rowsum"), 0, NULL, ref_rowsum, 3004); }
+TEST(test_myops_rowsum_grad) { test_row_op(myops_row("rowsum_grad"), 0, NULL, ref_rowsum_grad, 3005); }
 
 /* Built-in row ops (those whose declaration names an OPF_ROW_KERNEL): each
  * against its CPU build on every shape and layout, default attributes. Their
  * scalar references live with the CPU tests of each op. */
 static int builtin_row_kernel(const opf_op_def *op) { return op->row != NULL && op->row->cuda != NULL; }
 
+/* The built-in rows whose kernel is an OPF_ROW_KERNEL_TEAM (src/ops/norms.c). */
+static int builtin_team_row(const opf_op_def *op) {
+    static const char *const names[] = {"softmax",  "softmax_grad",  "log_softmax", "log_softmax_grad",
+                                        "rms_norm", "rms_norm_grad", "layer_norm",  "layer_norm_grad"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(op->name, names[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 TEST(test_builtin_row_ops) {
     const opf_op_table *t = opf_builtin_ops();
     for (int64_t i = 0; i < t->num_ops; i++) {
         if (builtin_row_kernel(t->ops[i])) {
-            test_row_op(t->ops[i], NULL, NULL, 3100 + (uint64_t)i);
+            test_row_op(t->ops[i], builtin_team_row(t->ops[i]), NULL, NULL, 3100 + (uint64_t)i);
         }
     }
 }
@@ -1922,6 +1986,7 @@ static int run_gpu_tests(void) {
     RUN_TEST(test_user_row_affine);
     RUN_TEST(test_user_row_stats);
     RUN_TEST(test_user_softmax);
+    RUN_TEST(test_user_softmax_team);
     RUN_TEST(test_myops_rowsum);
     RUN_TEST(test_myops_rowsum_grad);
     RUN_TEST(test_builtin_row_ops);

@@ -17,6 +17,8 @@
  *               (opf_max): an empty row gives NaN and -inf
  *   softmax:    the tutorial's, with opf_exp and an output updated in place
  *               in its row (y[i] *= inv)
+ *   softmax_team: softmax with a team body (OPF_ROW_KERNEL_TEAM): on CUDA, a
+ *               block of threads per row of 32 elements or more
  */
 #include <opforge.h>
 
@@ -55,6 +57,16 @@ OPF_ROW_KERNEL(softmax, (x), (y), {
     }
 })
 
+OPF_ROW_KERNEL_TEAM(softmax_team, softmax, (x), (y), {
+    T m = -(T)__builtin_inf();
+    OPF_TEAM_FOR(i, n) { m = opf_maximum(x[i], m); }
+    m = opf_team_max(opf_team, m);
+    T s = 0;
+    OPF_TEAM_FOR(i, n) { s += opf_exp(x[i] - m); }
+    const T inv = 1 / opf_team_sum(opf_team, s);
+    OPF_TEAM_FOR(i, n) { y[i] = opf_exp(x[i] - m) * inv; }
+})
+
 static const opf_op_decl cudaops[] = {
     {"mix_max(a, b, *, w: float = 0.25) -> (mix, hi)", .doc = "a + w (b - a) and maximum(a, b).", .eltwise = &mix_max},
     {"clamp_(x!, *, lo: float = -1, hi: float = 1) -> ()", .doc = "x clamped to [lo, hi] in place.", .eltwise = &clamp},
@@ -64,6 +76,8 @@ static const opf_op_decl cudaops[] = {
      .row = &row_affine},
     {"row_stats(x[..., M]) -> (mean[...], max[...])", .doc = "Mean and maximum of each row.", .row = &row_stats},
     {"softmax(x[..., M]) -> y[..., M]", .doc = "Softmax over the last axis.", .row = &softmax},
+    {"softmax_team(x[..., M]) -> y[..., M]", .doc = "Softmax over the last axis, a team per row on CUDA.",
+     .row = &softmax_team},
     {0},
 };
 OPF_EXPORT_OPS("cudaops", cudaops)

@@ -8,8 +8,10 @@
  * graph's allocations do). A launch on the legacy default stream
  * while a stream is captured fails, as CUDA's global capture mode makes it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 
 #include <vector>
 
@@ -44,6 +46,189 @@ void opf_emu_set_thread(dim3 grid, dim3 block, unsigned int b, unsigned int t) {
     blockDim = block;
     blockIdx = uint3{b, 0, 0};
     threadIdx = uint3{t, 0, 0};
+}
+
+/* --- a block's threads, and their barriers ------------------------------------------------------------------------ */
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+
+namespace {
+
+enum emu_state { EMU_RUNNABLE, EMU_AT_BARRIER, EMU_DONE };
+
+struct emu_thread {
+    ucontext_t context;
+    emu_state state;
+};
+
+enum : size_t { EMU_STACK_BYTES = 256 << 10, EMU_SLOT_BYTES = 16 };
+
+/* The block being run: its threads, the scheduler's context, and the slots
+ * of __shfl_xor_sync's exchanges. */
+struct emu_block {
+    dim3 grid, block;
+    unsigned int index;
+    const std::function<void()> *thread;
+    ucontext_t scheduler;
+    std::vector<emu_thread> threads;
+    unsigned int current;
+    bool coroutines; /* false once thread 0 has finished without a barrier */
+    std::vector<unsigned char> slots;
+};
+
+emu_block *running = NULL;
+std::vector<std::vector<char>> stacks; /* one per thread of the largest block so far, kept */
+#if EMU_ASAN
+/* The scheduler's stack, as ASan reports it on each switch to a thread. */
+const void *scheduler_bottom = NULL;
+size_t scheduler_size = 0;
+#endif
+
+[[noreturn]] void emu_abort(const char *what) {
+    fprintf(stderr, "CUDA emulator: %s (block %u, thread %u)\n", what, running != NULL ? running->index : 0u,
+            running != NULL ? running->current : 0u);
+    abort();
+}
+
+void emu_entry(void) {
+    emu_block *b = running;
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &scheduler_bottom, &scheduler_size);
+#endif
+    (*b->thread)();
+    b->threads[b->current].state = EMU_DONE;
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(NULL, scheduler_bottom, scheduler_size); /* this stack is done with */
+#endif
+    /* returns to uc_link: the scheduler */
+}
+
+/* Runs thread t until it reaches a barrier or finishes. */
+void emu_resume(emu_block *b, unsigned int t) {
+    b->current = t;
+    opf_emu_set_thread(b->grid, b->block, b->index, t);
+#if EMU_ASAN
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, stacks[t].data(), EMU_STACK_BYTES);
+#endif
+    if (swapcontext(&b->scheduler, &b->threads[t].context) != 0) {
+        emu_abort("swapcontext failed");
+    }
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+}
+
+void emu_start(emu_block *b, unsigned int t) {
+    emu_thread &th = b->threads[t];
+    if (getcontext(&th.context) != 0) {
+        emu_abort("getcontext failed");
+    }
+    th.context.uc_stack.ss_sp = stacks[t].data();
+    th.context.uc_stack.ss_size = EMU_STACK_BYTES;
+    th.context.uc_link = &b->scheduler;
+    th.state = EMU_RUNNABLE;
+    makecontext(&th.context, emu_entry, 0);
+}
+
+/* The current thread waits at a barrier of its block. */
+void emu_barrier(void) {
+    emu_block *b = running;
+    if (b == NULL) {
+        emu_abort("a barrier outside a kernel");
+    }
+    if (!b->coroutines) {
+        emu_abort("a barrier that thread 0 of the block did not reach");
+    }
+    const unsigned int t = b->current;
+    b->threads[t].state = EMU_AT_BARRIER;
+#if EMU_ASAN
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, scheduler_bottom, scheduler_size);
+#endif
+    if (swapcontext(&b->threads[t].context, &b->scheduler) != 0) {
+        emu_abort("swapcontext failed");
+    }
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, &scheduler_bottom, &scheduler_size);
+#endif
+    opf_emu_set_thread(b->grid, b->block, b->index, t);
+}
+
+} // namespace
+
+void opf_emu_run_block(dim3 grid, dim3 block, unsigned int index, const std::function<void()> &thread) {
+    emu_block b;
+    b.grid = grid;
+    b.block = block;
+    b.index = index;
+    b.thread = &thread;
+    b.threads.resize(block.x);
+    b.current = 0;
+    b.coroutines = true;
+    b.slots.assign((size_t)block.x * EMU_SLOT_BYTES, 0);
+    while (stacks.size() < block.x) {
+        stacks.emplace_back(EMU_STACK_BYTES);
+    }
+    emu_block *const outer = running;
+    running = &b;
+    emu_start(&b, 0);
+    emu_resume(&b, 0);
+    if (b.threads[0].state == EMU_DONE) { /* no barrier: the others as plain calls */
+        b.coroutines = false;
+        for (unsigned int t = 1; t < block.x; t++) {
+            b.current = t;
+            opf_emu_set_thread(grid, block, index, t);
+            thread();
+        }
+    } else {
+        for (unsigned int t = 1; t < block.x; t++) {
+            emu_start(&b, t);
+        }
+        for (;;) {
+            for (unsigned int t = 0; t < block.x; t++) {
+                if (b.threads[t].state == EMU_RUNNABLE) {
+                    emu_resume(&b, t);
+                }
+            }
+            unsigned int waiting = 0;
+            for (const emu_thread &th : b.threads) {
+                waiting += th.state == EMU_AT_BARRIER;
+            }
+            if (waiting == 0) {
+                break;
+            }
+            if (waiting != block.x) {
+                emu_abort("a barrier that some threads of the block reached and others finished without");
+            }
+            for (emu_thread &th : b.threads) {
+                th.state = EMU_RUNNABLE;
+            }
+        }
+    }
+    running = outer;
+}
+
+void __syncthreads(void) { emu_barrier(); }
+
+void opf_emu_exchange(const void *mine, void *theirs, size_t size, int lane_mask) {
+    emu_block *b = running;
+    if (b == NULL || size > EMU_SLOT_BYTES) {
+        emu_abort("a shuffle outside a kernel, or of more than 16 bytes");
+    }
+    const unsigned int t = b->current, other = t ^ (unsigned int)lane_mask;
+    if (other >= b->block.x) {
+        emu_abort("a shuffle with a thread outside the block");
+    }
+    memcpy(&b->slots[(size_t)t * EMU_SLOT_BYTES], mine, size);
+    emu_barrier();
+    memcpy(theirs, &b->slots[(size_t)other * EMU_SLOT_BYTES], size);
+    emu_barrier();
 }
 
 cudaError_t opf_emu_enqueue(cudaStream_t stream, const std::function<void()> &launch) {
