@@ -42,12 +42,8 @@ namespace {
 
 /* A strided view as a copy walks it: its C-order element index turned into
  * an offset (dims of size 1 dropped, dims that are contiguous with the next
- * merged), innermost first. */
-struct opf_row_copy_layout {
-    int32_t rank;
-    int64_t shape[OPF_MAX_RANK];
-    int64_t stride[OPF_MAX_RANK];
-};
+ * merged), innermost first: an elementwise kernel's layout of one operand. */
+typedef opf__cuda_ew_layout<1> opf_row_copy_layout;
 
 /* Element i (C order) of a view <-> buf[i]; E is the element's bits (a copy
  * keeps every NaN payload); to_buf selects the direction. */
@@ -56,18 +52,7 @@ __global__ void __launch_bounds__(OPF_CUDA_THREADS)
     opf_row_copy_kernel(int64_t n, E *buf, E *view, const opf_row_copy_layout layout, int to_buf) {
     const int64_t step = (int64_t)gridDim.x * OPF_CUDA_THREADS;
     for (int64_t i = (int64_t)blockIdx.x * OPF_CUDA_THREADS + threadIdx.x; i < n; i += step) {
-        int64_t off = 0;
-        Index rem = (Index)i;
-        for (int d = 0; d < layout.rank; d++) {
-            Index idx = rem;
-            if (d < layout.rank - 1) {
-                const Index size = (Index)layout.shape[d];
-                const Index q = rem / size;
-                idx = rem - q * size;
-                rem = q;
-            }
-            off += (int64_t)idx * layout.stride[d];
-        }
+        const int64_t off = opf__cuda_offsets<1, Index>(i, layout).off[0];
         if (to_buf) {
             buf[i] = view[off];
         } else {
@@ -103,7 +88,7 @@ opf_row_copy_layout opf_row_copy_plan(const opf_tensor *t) {
     L.rank = rank;
     for (int32_t d = 0; d < rank; d++) {
         L.shape[d] = shape[rank - 1 - d];
-        L.stride[d] = stride[rank - 1 - d];
+        L.stride[0][d] = stride[rank - 1 - d];
     }
     return L;
 }
