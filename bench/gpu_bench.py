@@ -6,14 +6,19 @@
     (torch.where(x <= 0, 0, dy)), scale (torch.mul), add, dense
     (relu(F.linear(x, w.T, b))) and dense_grad (autograd) — odd sizes,
     misaligned views (x[1:]), transposed views, NaN/Inf, float32 and float64,
-    on the default stream and on a side stream. Prints PASS/FAIL lines.
+    on the default stream and on a side stream; softmax, log_softmax,
+    layer_norm and rms_norm (rows of 7 to 4096 elements: one thread per row
+    below 32, a team of threads per row from 32) against torch.softmax,
+    torch.log_softmax, F.layer_norm and F.rms_norm in float64. Prints
+    PASS/FAIL lines.
 (b) Timings (CUDA events, median of 20 after warm-up, outputs preallocated;
     each both with 10 calls back to back between the events — the device's
     time per call, used for the ratios — and as one synchronized call, which
     adds the host's launch latency): relu on 256 MiB float32 vs a
     device-to-device copy (y.copy_(x)) and torch.relu; dense with bias + relu
     at 4096x4096x4096 and batch 32 vs torch.relu(F.linear(...)) with TF32 off
-    (like for like) and on.
+    (like for like) and on; softmax, log_softmax, layer_norm and rms_norm on
+    [8192, 4096] float32 vs torch's and vs a device copy of the same bytes.
 
 Exits 1 if any check failed. Needs: python3, torch with CUDA, a CUDA build of
 libopforge ($OPFORGE_LIB, default build/libopforge.so). No network.
@@ -233,6 +238,51 @@ def check_eltwise() -> None:
     report("relu on a side stream (torch.cuda.Stream)", *same(y, want))
 
 
+ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
+
+
+def row_call(op: str, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[Call, torch.Tensor]:
+    """opforge's call of a row op on x (layer_norm and rms_norm with weight,
+    layer_norm with bias) and its output y."""
+    y = torch.empty_like(x)
+    stats = [torch.empty(x.shape[:-1], device=x.device, dtype=x.dtype) for _ in range(2)]
+    if op == "layer_norm":
+        return Call(op, [x, w, b], [y, stats[0], stats[1]], 1e-5), y
+    if op == "rms_norm":
+        return Call(op, [x, w], [y, stats[0]], 1e-6), y
+    return Call(op, [x], [y]), y
+
+
+def torch_row(op: str, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if op == "softmax":
+        return torch.softmax(x, -1)
+    if op == "log_softmax":
+        return torch.log_softmax(x, -1)
+    if op == "layer_norm":
+        return F.layer_norm(x, x.shape[-1:], w, b, 1e-5)
+    return F.rms_norm(x, x.shape[-1:], w, 1e-6)
+
+
+def check_rows() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    for dtype in (torch.float32, torch.float64):
+        for rows, m in ((64, 7), (6, 33), (3, 1000), (64, 4096), (2, 100_000)):
+            x = torch.randn(rows, m, device="cuda", dtype=dtype, generator=gen) * 3
+            w = torch.randn(m, device="cuda", dtype=dtype, generator=gen)
+            b = torch.randn(m, device="cuda", dtype=dtype, generator=gen)
+            for op in ROW_OPS:
+                call, y = row_call(op, x, w, b)
+                call()
+                want = torch_row(op, x.double(), w.double(), b.double())
+                eps = torch.finfo(dtype).eps
+                # sums of m terms in another order, an exponential or a square root: a few ulp of the
+                # element (softmax) or of the row's largest (the others, whose elements can cancel)
+                scale = want.abs() if op == "softmax" else want.abs() + want.abs().amax(-1, keepdim=True)
+                tol = (8 + 2 * m**0.5) * eps * scale
+                ok, detail = close(y.double(), want, tol)
+                report(f"{op} {str(dtype)[6:]} [{rows}, {m}] vs torch", ok, detail)
+
+
 def gemm_tol(a: torch.Tensor, b: torch.Tensor, extra: torch.Tensor | None, k: int, dtype) -> torch.Tensor:
     """2 (k + 2) u (|a| |b| + |extra|): a forward error bound for two orders."""
     u = 2.0**-24 if dtype == torch.float32 else 2.0**-53
@@ -394,6 +444,23 @@ def bench_dense() -> None:
         )
 
 
+def bench_rows() -> None:
+    x = torch.randn(8192, 4096, device="cuda")
+    w, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    y = torch.empty_like(x)
+    gbs = lambda ms: 2 * x.numel() * 4 / (ms * 1e-3) / 1e9  # noqa: E731
+    copy = stream_and_single(lambda: y.copy_(x))
+    print(f"row ops on [8192, 4096] f32 (x read, y written: 2 x 128 MiB), median of 20, stream = {BACK_TO_BACK} calls:")
+    print(f"  {'y.copy_(x)':24s} stream {copy[0]:7.3f} ms {gbs(copy[0]):6.0f} GB/s")
+    for op in ROW_OPS:
+        ours = stream_and_single(row_call(op, x, w, b)[0])
+        theirs = stream_and_single(lambda: torch_row(op, x, w, b))
+        print(
+            f"  {op:12s} opforge {ours[0]:7.3f} ms {gbs(ours[0]):6.0f} GB/s ({copy[0] / ours[0]:.2f} of the copy) | "
+            f"torch {theirs[0]:7.3f} ms | torch time / opforge time {theirs[0] / ours[0]:.3f}"
+        )
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("SKIP gpu_bench: torch sees no CUDA device")
@@ -404,7 +471,7 @@ def main() -> int:
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")
     print(f"libopforge: {lib._name}; OPFORGE_CUBLASLT={os.environ.get('OPFORGE_CUBLASLT', '(unset)')}")
     print("== (a) checks against torch")
-    for part in (check_eltwise, check_dense):
+    for part in (check_eltwise, check_dense, check_rows):
         try:
             part()
         except Exception as e:  # a crash in one part is a failure, not the end of the run
@@ -415,6 +482,7 @@ def main() -> int:
     try:
         bench_relu()
         bench_dense()
+        bench_rows()
     except Exception as e:
         report("timings", False, f"{type(e).__name__}: {e}")
     return 1 if failures else 0
