@@ -211,9 +211,9 @@ OPF_ROW_KERNEL(softmax, (x), (y), {
     OPF_TEAM_FOR(i, n) { sum += NORMS_EXP(x[i] - s, opf_math_fma_ok); }
 
 /* On CUDA, a team per row: the maximum, the sum of exp(x - max), then y,
- * each a pass over the row (x is read from memory once; the passes after
- * the first find it in cache), with softmax's rules for inf, NaN and rows
- * of -inf only. */
+ * each a pass over the row (the passes after the first read it from cache
+ * where the rows in flight fit there), with softmax's rules for inf, NaN
+ * and rows of -inf only. */
 OPF_ROW_KERNEL_TEAM(softmax_team, softmax, (x), (y), {
     T m, s, sum;
     NORMS_TEAM_EXP_SUM(m, s, sum);
