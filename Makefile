@@ -425,7 +425,7 @@ demo: deps venv
 	@set -e; for d in $(DEMOS); do echo "== $$d"; $(VPY) $$d; done
 
 test: deps-test lib format-check test-c test-isa test-asan test-asan-clang test-fuzz test-valgrind test-neon test-pkgconfig \
-      test-cuda test-python $(ADAPTER_TESTS) test-install test-python-asan
+      test-cuda $(TEST_CUDA_EMU_ASAN) test-python $(ADAPTER_TESTS) test-install test-python-asan
 
 # The public headers: opforge.h and what it includes (opforge_cuda.h, for files compiled by nvcc).
 PUBLIC_HEADERS := $(wildcard include/*.h)

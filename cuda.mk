@@ -185,8 +185,11 @@ $(BUILD)/bench/relu_variants: bench/relu_variants.cu
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) $(NVCC_WARN) $< -o $@
 
-# The CUDA emulator's test (below) runs too where a C++ compiler is installed.
+# The CUDA emulator's test (below) runs too where a C++ compiler is installed,
+# and `make test` runs it again under ASan and UBSan (the team bodies'
+# barriers run the emulator's coroutines).
 HAVE_CXX := $(if $(shell command -v $(CXX) 2>/dev/null),1)
+TEST_CUDA_EMU_ASAN := $(if $(HAVE_CXX),test-cuda-emu-asan)
 
 test-cuda: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN) $(CUDA_USER_LIB_TEST) $(if $(HAVE_CXX),test-cuda-emu)
 	@echo "== $(CUDA_TEST_BIN)"
