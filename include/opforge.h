@@ -56,9 +56,11 @@ extern "C" {
  * CUDA build of an authored elementwise kernel (opf_eltwise_kernel.cuda);
  * version 4 tangent rules (opf_op_decl.jvp, opf_op_def.jvps) and the CUDA
  * build of an authored row kernel (opf_row_kernel.cuda); version 5
- * opf_op_decl.flags (OPF_OP_PASS_THROUGH).
+ * opf_op_decl.flags (OPF_OP_PASS_THROUGH); version 6 a row kernel's CUDA
+ * team body (opf_row_kernel.cuda_team, OPF_ROW_KERNEL_TEAM) and the fields
+ * of opf_cuda_row_launch that launch it (team, block_stride).
  * Libraries built for an earlier version must be rebuilt. */
-#define OPF_TABLE_ABI_VERSION 5
+#define OPF_TABLE_ABI_VERSION 6
 
 #define OPF_MAX_RANK 16     /* highest tensor rank any op accepts */
 #define OPF_MAX_ARGS 8      /* inputs or outputs per op */
@@ -376,6 +378,9 @@ typedef struct opf_row_kernel {
     opf_row_fn f32[OPF_NUM_VARIANTS];
     opf_row_fn f64[OPF_NUM_VARIANTS];
     opf_cuda_row_fn cuda; /* float32 and float64 on CUDA; NULL unless compiled by nvcc */
+    /* The team body's launcher (OPF_ROW_KERNEL_TEAM: a block of threads per
+     * row, for long rows), or NULL; `cuda` runs the rows it is not used for. */
+    opf_cuda_row_fn cuda_team;
 } opf_row_kernel;
 
 /* ------------------------------------------------------------------------ */
@@ -965,12 +970,14 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
                      OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)) \
     OPF__CUDA_ROW(name, ins, outs, __VA_ARGS__)                                                                        \
     __attribute__((unused)) /* when only an OPF_ROW_KERNEL_TEAM of it is named */                                      \
-    static const opf_row_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                                 \
+    static const opf_row_kernel name = {OPF__LEN(ins),                                                                 \
+                                        OPF__LEN(outs),                                                                \
                                         OPF__VARIANTS(opf__row_##name##_f32, OPF__X86(opf__row_##name##_f32_avx2),     \
                                                       OPF__X86(opf__row_##name##_f32_avx512)),                         \
                                         OPF__VARIANTS(opf__row_##name##_f64, OPF__X86(opf__row_##name##_f64_avx2),     \
                                                       OPF__X86(opf__row_##name##_f64_avx512)),                         \
-                                        OPF__CUDA_ROW_FN(name)};
+                                        OPF__CUDA_ROW_FN(name),                                                        \
+                                        0};
 
 /* A row kernel `name` with the CPU builds of row kernel `kernel` (an
  * OPF_ROW_KERNEL of the same arguments, defined before it in the file) and,
@@ -979,23 +986,26 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
  * body sees what a row body sees, plus opf_team (this thread's rank and the
  * team's size); it visits elements with OPF_TEAM_FOR, reduces with
  * opf_team_sum / opf_team_max, and writes a row's scalar outputs under
- * OPF_TEAM_ONCE. Rows shorter than OPF_CUDA_TEAM_MIN run `kernel`'s
- * one-thread-per-row build. Outside nvcc the body is not compiled, and
- * `name` is `kernel` under another name. */
+ * OPF_TEAM_ONCE. opforge's CUDA row engine runs the team body on rows of
+ * 32 elements or more and `kernel`'s one-thread-per-row build on shorter
+ * ones. Outside nvcc the body is not compiled, and `name` is `kernel` under
+ * another name. */
 #if defined(__CUDACC__)
-#define OPF__CUDA_TEAM(name, kernel, ins, outs, ...) OPF__CUDA_TEAM_DEFINE(name, kernel, ins, outs, __VA_ARGS__)
+#define OPF__CUDA_TEAM(name, ins, outs, ...) OPF__CUDA_TEAM_DEFINE(name, ins, outs, __VA_ARGS__)
 #define OPF__CUDA_TEAM_FN(name) opf__cuda_team_launch_##name
 #else
-#define OPF__CUDA_TEAM(name, kernel, ins, outs, ...)
+#define OPF__CUDA_TEAM(name, ins, outs, ...)
 #define OPF__CUDA_TEAM_FN(name) 0
 #endif
 #define OPF_ROW_KERNEL_TEAM(name, kernel, ins, outs, ...)                                                              \
-    OPF__CUDA_TEAM(name, kernel, ins, outs, __VA_ARGS__)                                                               \
-    static const opf_row_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                                 \
+    OPF__CUDA_TEAM(name, ins, outs, __VA_ARGS__)                                                                       \
+    static const opf_row_kernel name = {OPF__LEN(ins),                                                                 \
+                                        OPF__LEN(outs),                                                                \
                                         OPF__VARIANTS(opf__row_##kernel##_f32, OPF__X86(opf__row_##kernel##_f32_avx2), \
                                                       OPF__X86(opf__row_##kernel##_f32_avx512)),                       \
                                         OPF__VARIANTS(opf__row_##kernel##_f64, OPF__X86(opf__row_##kernel##_f64_avx2), \
                                                       OPF__X86(opf__row_##kernel##_f64_avx512)),                       \
+                                        OPF__CUDA_ROW_FN(kernel),                                                      \
                                         OPF__CUDA_TEAM_FN(name)};
 
 /* Reductions for row kernels, vectorized without reassociation flags: 64

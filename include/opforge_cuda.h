@@ -78,7 +78,7 @@
  * with OPF_TEAM_FOR (each thread its elements rank, rank + size, ...),
  * opf_team_sum / opf_team_max (block-wide reductions, below) and
  * OPF_TEAM_ONCE, and launched a block per row (opf__cuda_team_kernel) by
- * the same engine, for rows of OPF_CUDA_TEAM_MIN elements or more. Anything
+ * the same engine, for rows of 32 elements or more. Anything
  * else can name a hand-written kernel, `.compute_cuda` in its declaration,
  * which takes precedence over the generated builds (docs/writing-ops.md,
  * "The same kernels on a GPU").
@@ -353,9 +353,7 @@ enum {
 
 /* Team bodies (OPF_ROW_KERNEL_TEAM). */
 enum {
-    OPF_CUDA_TEAM_MIN = 32,       /* rows shorter than this run one thread per row */
-    OPF_CUDA_TEAM_MAX = 256,      /* threads of a team, at most (a power of two, >= 32) */
-    OPF_CUDA_TEAM_BLOCKS = 65535, /* blocks of one launch, at most (grid-stride beyond) */
+    OPF_CUDA_TEAM_MAX = 256 /* threads of a team, at most (a power of two, >= 32) */
 };
 
 /* The threads of one row in a team body: this thread's rank and their
@@ -438,6 +436,13 @@ struct opf_cuda_row_launch {
     int64_t shape[OPF_MAX_RANK];
     int64_t strides[OPF_CUDA_ROW_OPERANDS][OPF_MAX_RANK];
     opf_attr_value attrs[OPF_MAX_ATTRS];
+    /* A team launch (opf_row_kernel.cuda_team): threads per row (a multiple
+     * of 32, at most OPF_CUDA_TEAM_MAX; `blocks` blocks, each taking rows
+     * blockIdx.x, + blocks, ... in order), and per operand the elements its
+     * row address moves per block index (an output summed over rows: one
+     * slot per block). 0 in a one-thread-per-row launch. */
+    uint32_t team;
+    int64_t block_stride[OPF_CUDA_ROW_OPERANDS];
 };
 
 /* What a row body sees on the device (named opf__args, as on the CPU, so the
@@ -498,17 +503,27 @@ __global__ void __launch_bounds__(OPF_CUDA_ROW_THREADS)
 }
 
 /* A block of threads per row (grid-stride over rows, the same rows for
- * every thread of a block, so that the team's barriers are met). F is a
- * team body (OPF__CUDA_TEAM_DEFINE): F::apply(args, team). */
+ * every thread of a block, so that the team's barriers are met; operand k's
+ * rows moved by blockIdx.x * block_stride[k]). F is a team body
+ * (OPF__CUDA_TEAM_DEFINE): F::apply(args, team). */
 template <class F, typename Index>
 __global__ void __launch_bounds__(OPF_CUDA_TEAM_MAX)
     opf__cuda_team_kernel(int64_t rows, const opf__cuda_ew_ptrs<F::num_in + F::num_out> p,
                           const opf__cuda_row_lens<F::num_in + F::num_out> lens,
-                          const opf__cuda_ew_layout<F::num_in + F::num_out> layout, const opf__cuda_ew_attrs attrs) {
+                          const opf__cuda_ew_layout<F::num_in + F::num_out> layout, const opf__cuda_ew_attrs attrs,
+                          const opf__cuda_row_lens<F::num_in + F::num_out> block_stride) {
+    enum { K = F::num_in + F::num_out };
     const opf_cuda_team team = {(int)threadIdx.x, (int)blockDim.x};
+    opf__cuda_ew_ptrs<K> mine;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        mine.p[k] = p.p[k] != 0
+                        ? (char *)p.p[k] + (int64_t)blockIdx.x * block_stride.n[k] * (int64_t)sizeof(typename F::type)
+                        : (void *)0;
+    }
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         opf__cuda_row_args<F::num_in, F::num_out> a;
-        opf__cuda_row_locate<F, Index>(r, p, lens, layout, attrs, &a);
+        opf__cuda_row_locate<F, Index>(r, mine, lens, layout, attrs, &a);
         F::apply(&a, team);
     }
 }
@@ -520,10 +535,12 @@ template <int K> struct opf__cuda_row_params {
     opf__cuda_row_lens<K> lens;
     opf__cuda_ew_layout<K> layout;
     opf__cuda_ew_attrs attrs;
+    opf__cuda_row_lens<K> block_stride;
     explicit opf__cuda_row_params(const opf_cuda_row_launch *L) : rows(L->rows) {
         for (int k = 0; k < K; k++) {
             p.p[k] = L->operands[k];
             lens.n[k] = L->len[k];
+            block_stride.n[k] = L->block_stride[k];
         }
         layout.rank = L->rank;
         for (int d = 0; d < OPF_MAX_RANK; d++) {
@@ -556,14 +573,12 @@ template <class F> static int opf__cuda_row_enqueue(const opf_cuda_row_launch *L
                                   : cudaLaunchKernel(opf__cuda_row_kernel<F, uint64_t>, grid, block, args, 0, stream));
 }
 
-/* Enqueues launch L of team body F, `team` threads per row, a block per row
- * (at most OPF_CUDA_TEAM_BLOCKS blocks, grid-stride beyond). */
-template <class F> static int opf__cuda_team_enqueue(const opf_cuda_row_launch *L, unsigned team) {
+/* Enqueues team launch L of team body F: L->blocks blocks of L->team threads. */
+template <class F> static int opf__cuda_team_enqueue(const opf_cuda_row_launch *L) {
     opf__cuda_row_params<F::num_in + F::num_out> a(L);
-    void *args[5] = {&a.rows, &a.p, &a.lens, &a.layout, &a.attrs};
+    void *args[6] = {&a.rows, &a.p, &a.lens, &a.layout, &a.attrs, &a.block_stride};
     const cudaStream_t stream = (cudaStream_t)L->stream;
-    const int64_t most = OPF_CUDA_TEAM_BLOCKS;
-    const dim3 grid((unsigned)(a.rows < most ? a.rows : most)), block(team);
+    const dim3 grid(L->blocks > 0 ? L->blocks : 1), block(L->team);
     return opf__cuda_launched(a.rows <= (int64_t)UINT32_MAX
                                   ? cudaLaunchKernel(opf__cuda_team_kernel<F, uint32_t>, grid, block, args, 0, stream)
                                   : cudaLaunchKernel(opf__cuda_team_kernel<F, uint64_t>, grid, block, args, 0, stream));
@@ -574,28 +589,9 @@ template <template <typename> class Fn> static int opf__cuda_row_launch(const op
     return L->dtype == OPF_F32 ? opf__cuda_row_enqueue<Fn<float>>(L) : opf__cuda_row_enqueue<Fn<double>>(L);
 }
 
-/* The threads of a team for rows of n elements: a warp for short rows, up
- * to OPF_CUDA_TEAM_MAX for long ones, about four elements per thread between. */
-static inline unsigned opf__cuda_team_size(int64_t n) {
-    unsigned size = 32;
-    while (size < OPF_CUDA_TEAM_MAX && (int64_t)size * 4 < n) {
-        size *= 2;
-    }
-    return size;
-}
-
-/* The launcher of a row kernel with a team body (OPF_ROW_KERNEL_TEAM):
- * Team<T> for rows of at least OPF_CUDA_TEAM_MIN elements, the row kernel's
- * own one-thread-per-row build Row<T> for shorter ones. */
-template <template <typename> class Team, template <typename> class Row>
-static int opf__cuda_team_launch(const opf_cuda_row_launch *L) {
-    const int64_t n = L->len[0];
-    if (n < OPF_CUDA_TEAM_MIN) {
-        return opf__cuda_row_launch<Row>(L);
-    }
-    const unsigned size = opf__cuda_team_size(n);
-    return L->dtype == OPF_F32 ? opf__cuda_team_enqueue<Team<float>>(L, size)
-                               : opf__cuda_team_enqueue<Team<double>>(L, size);
+/* The launcher of a team body Team<float> / Team<double> (OPF_ROW_KERNEL_TEAM). */
+template <template <typename> class Team> static int opf__cuda_team_launch(const opf_cuda_row_launch *L) {
+    return L->dtype == OPF_F32 ? opf__cuda_team_enqueue<Team<float>>(L) : opf__cuda_team_enqueue<Team<double>>(L);
 }
 
 } /* extern "C++" */
@@ -655,9 +651,8 @@ static int opf__cuda_team_launch(const opf_cuda_row_launch *L) {
     }
 
 /* What OPF_ROW_KERNEL_TEAM adds in a CUDA compile: the team body (the
- * arguments declared as in a row body, plus opf_team) and the launcher that
- * picks it or the one-thread-per-row build of `kernel`. */
-#define OPF__CUDA_TEAM_DEFINE(name, kernel, ins, outs, ...)                                                            \
+ * arguments declared as in a row body, plus opf_team) and its launcher. */
+#define OPF__CUDA_TEAM_DEFINE(name, ins, outs, ...)                                                                    \
     extern "C++" {                                                                                                     \
     namespace {                                                                                                        \
     template <typename T> struct opf__cuda_team_##name {                                                               \
@@ -669,7 +664,7 @@ static int opf__cuda_team_launch(const opf_cuda_row_launch *L) {
         }                                                                                                              \
     };                                                                                                                 \
     static int opf__cuda_team_launch_##name(const struct opf_cuda_row_launch *opf__launch) {                           \
-        return opf__cuda_team_launch<opf__cuda_team_##name, opf__cuda_row_##kernel>(opf__launch);                      \
+        return opf__cuda_team_launch<opf__cuda_team_##name>(opf__launch);                                              \
     }                                                                                                                  \
     }                                                                                                                  \
     }

@@ -210,6 +210,7 @@ cdef extern from "opforge.h" nogil:
         opf_row_fn f32[OPF_NUM_VARIANTS]
         opf_row_fn f64[OPF_NUM_VARIANTS]
         opf_cuda_row_fn cuda
+        opf_cuda_row_fn cuda_team
 
     ctypedef struct opf_op_def:
         const char *name

@@ -23,7 +23,14 @@
  *     slots are then added up in the CPU engine's order (below);
  *   - the leading dims become the launch's iteration space (size-1 dims
  *     dropped, dims merged where every operand allows, innermost first) and
- *     the kernel's launcher enqueues one kernel on the caller's stream.
+ *     the kernel's launcher enqueues one kernel on the caller's stream;
+ *   - a kernel with a team body (opf_row_kernel.cuda_team) runs it on rows
+ *     of OPF_ROW_TEAM_MIN elements or more: a block of threads per row
+ *     (opf_row_team_size), each block taking rows b, b + blocks, ... in
+ *     order. Its sums over rows then take a slot per block rather than per
+ *     row (OPF_ROW_TEAM_SUM_BLOCKS blocks at most, a number that depends on
+ *     the shapes only, so that the sums' order, and their bits, do not
+ *     depend on the device).
  *
  * Everything is enqueued on the caller's stream (copies, kernel, frees), in
  * that order; nothing synchronizes. Outputs never overlap inputs (the row
@@ -39,6 +46,23 @@ extern "C" {
 }
 
 namespace {
+
+enum {
+    OPF_ROW_TEAM_MIN = 32,           /* elements of a row, at least, for a team body */
+    OPF_ROW_TEAM_BLOCKS = 65535,     /* blocks of a team launch, at most */
+    OPF_ROW_TEAM_SUM_BLOCKS = 512,   /* blocks of a team launch with sums over rows, at most */
+    OPF_ROW_TEAM_SUM_BLOCK_ROWS = 32 /* slots added up per block of the final sum */
+};
+
+/* The threads of a team for rows of n elements: a warp for short rows, up
+ * to OPF_CUDA_TEAM_MAX for long ones, about four elements a thread between. */
+unsigned opf_row_team_size(int64_t n) {
+    unsigned size = 32;
+    while (size < OPF_CUDA_TEAM_MAX && (int64_t)size * 4 < n) {
+        size *= 2;
+    }
+    return size;
+}
 
 /* A strided view as a copy walks it: its C-order element index turned into
  * an offset (dims of size 1 dropped, dims that are contiguous with the next
@@ -195,14 +219,18 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
     }
     const opf_tensor *x = inputs[0];
     const int32_t batch_rank = x->ndim - op->inputs[0].core_dims;
-    int64_t rows = 1;
-    for (int32_t d = 0; d < batch_rank; d++) {
-        rows *= x->shape[d];
+    int64_t rows = 1, n = 1;
+    for (int32_t d = 0; d < x->ndim; d++) {
+        *(d < batch_rank ? &rows : &n) *= x->shape[d];
     }
     bool sums = false; /* an output summed over rows: zeros when there are none */
     for (int32_t o = 0; o < op->num_outputs; o++) {
         sums = sums || (outputs[o] != NULL && !(op->outputs[o].flags & OPF_ARG_BATCHED));
     }
+    /* A team launch: its blocks, and a slot per block for each sum. */
+    const bool team = kernel->cuda_team != NULL && n >= OPF_ROW_TEAM_MIN && rows > 0;
+    const int64_t most = sums ? OPF_ROW_TEAM_SUM_BLOCKS : OPF_ROW_TEAM_BLOCKS;
+    const int64_t team_blocks = rows < most ? rows : most;
     if (rows == 0 && !sums) {
         return OPF_OK;
     }
@@ -256,15 +284,17 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
         L.len[k] = len;
         L.operands[k] = opf_tensor_base(t);
         row_elems += len;
-        if (!input && !batched) { /* a sum over rows: a zeroed slot per row, added up after the kernel */
-            const int64_t slots = rows > 0 ? rows : 1; /* slot 0 holds the sum, zero without rows */
+        if (!input && !batched) { /* a sum over rows: zeroed slots, added up after the kernel */
+            /* one per row (slot 0 holds the sum, zero without rows), or one per team block */
+            const int64_t slots = team ? team_blocks : rows > 0 ? rows : 1;
             st = scratch.alloc(label, (size_t)slots * (size_t)len * elem, &L.operands[k]);
             if (st != OPF_OK) {
                 return st;
             }
-            for (int32_t d = 0; d < batch_rank; d++) {
+            for (int32_t d = 0; !team && d < batch_rank; d++) {
                 strides[k][d] = row_stride[d] * len;
             }
+            L.block_stride[k] = team ? len : 0;
             cudaError_t err = elem == sizeof(float) ? opf_row_zero_enqueue<float>(slots * len, L.operands[k], sms, s)
                                                     : opf_row_zero_enqueue<double>(slots * len, L.operands[k], sms, s);
             if (err != cudaSuccess) {
@@ -301,20 +331,28 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
     }
     /* The launch's iteration space: the leading dims. */
     L.rank = opf_cuda_merge_dims(batch_rank, x->shape, strides, count, L.shape, L.strides, OPF_CUDA_ROW_OPERANDS);
-    L.blocks = opf_cuda_blocks(rows, OPF_CUDA_ROW_THREADS, sms);
-    const int err = rows > 0 ? kernel->cuda(&L) : 0;
+    if (team) {
+        L.team = opf_row_team_size(n);
+        L.blocks = (uint32_t)team_blocks;
+    } else {
+        L.blocks = opf_cuda_blocks(rows, OPF_CUDA_ROW_THREADS, sms);
+    }
+    const int err = rows == 0 ? 0 : team ? kernel->cuda_team(&L) : kernel->cuda(&L);
     if (err != 0) {
         return opf_cuda_fail(OPF_E_INTERNAL, label, "kernel launch failed", (cudaError_t)err);
     }
-    const int64_t block_rows = opf_row_sum_block_rows(rows, row_elems, sum_bytes);
+    /* The slots added up: the rows' in the CPU engine's blocks, or the team blocks'. */
+    const int64_t slots = team ? team_blocks : rows;
+    const int64_t block_rows =
+        team ? (int64_t)OPF_ROW_TEAM_SUM_BLOCK_ROWS : opf_row_sum_block_rows(rows, row_elems, sum_bytes);
     for (int32_t o = 0; o < op->num_outputs; o++) {
         if (summed[o] != NULL) {
-            void *slots = L.operands[op->num_inputs + o];
+            void *slot = L.operands[op->num_inputs + o];
             const int64_t len = L.len[op->num_inputs + o];
-            cudaError_t e = elem == sizeof(float) ? opf_row_sum_enqueue<float>(len, rows, block_rows, slots, sms, s)
-                                                  : opf_row_sum_enqueue<double>(len, rows, block_rows, slots, sms, s);
+            cudaError_t e = elem == sizeof(float) ? opf_row_sum_enqueue<float>(len, slots, block_rows, slot, sms, s)
+                                                  : opf_row_sum_enqueue<double>(len, slots, block_rows, slot, sms, s);
             if (e == cudaSuccess) {
-                e = opf_row_copy(summed[o], slots, 0, sms, s);
+                e = opf_row_copy(summed[o], slot, 0, sms, s);
             }
             if (e != cudaSuccess) {
                 char what[96];
