@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_kernels.h"
+#include "engines.h"
 #include "error.h"
 
 enum {

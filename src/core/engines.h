@@ -1,8 +1,9 @@
 /*
  * engines.h — the engines that run authored kernels (opf_eltwise_kernel,
  * opf_row_kernel) over tensor views: strides, broadcasts, in place, empty and
- * 0-d tensors, scratch, threads. opf_op_run calls them for rows that name such
- * a kernel, after validating the call.
+ * 0-d tensors, scratch, threads. opf_op_run (opf_op_run_cuda: the CUDA
+ * engines) calls them for rows that name such a kernel, after validating the
+ * call.
  */
 #ifndef OPF_CORE_ENGINES_H
 #define OPF_CORE_ENGINES_H
@@ -68,5 +69,29 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
  * every argument, the bytes of all the summed outputs), so the sums do not
  * depend on the thread count, and the CUDA row engine adds in the same order. */
 int64_t opf_row_sum_block_rows(int64_t rows, int64_t row_elems, size_t acc_bytes);
+
+/* --- the CUDA engines (a build with CUDA: OPF_HAVE_CUDA) -------------------------------------------------------- */
+
+/* src/cuda/eltwise.cu: runs the CUDA build of op->eltwise (op->eltwise->cuda)
+ * on a validated call: the operands are the inputs, then the outputs (or the
+ * inputs written in place); errors are reported for `label`. */
+opf_status opf_cuda_eltwise_run(const char *label, const opf_op_def *op, const opf_tensor *const *inputs,
+                                const opf_tensor *const *outputs, const opf_attr_value *attrs, void *stream);
+/* The compute_cuda of a row whose CUDA path is its eltwise kernel's CUDA
+ * build (set when a declaration is resolved): opf_op_run_cuda recognizes it
+ * and calls opf_cuda_eltwise_run with the row instead. */
+opf_status opf_cuda_eltwise_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                    const opf_attr_value *attrs, void *stream);
+
+/* src/cuda/row.cu: runs the CUDA builds of op->row on a validated call (its
+ * team body a block per row, or its body one thread per row); errors are
+ * reported for `label`. */
+opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, const opf_tensor *const *inputs,
+                            const opf_tensor *const *outputs, const opf_attr_value *attrs, void *stream);
+/* The compute_cuda of a row whose CUDA path is its row kernel's CUDA build
+ * (set when a declaration is resolved): opf_op_run_cuda recognizes it and
+ * calls opf_cuda_row_run with the row instead. */
+opf_status opf_cuda_row_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
+                                const opf_attr_value *attrs, void *stream);
 
 #endif

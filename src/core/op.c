@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_kernels.h"
 #include "engines.h"
 #include "error.h"
 #include "tensor.h"

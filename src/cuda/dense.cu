@@ -43,6 +43,7 @@
 #include "cuda_kernels.h"
 #include "cuda_util.h"
 extern "C" {
+#include "engines.h"
 #include "ops.h"
 }
 

@@ -39,7 +39,7 @@
  */
 #include <string.h>
 
-#include "cuda_kernels.h"
+#include "opforge.h" /* first: outside the extern "C" blocks of what follows */
 #include "cuda_util.h"
 extern "C" {
 #include "engines.h"

@@ -1,7 +1,7 @@
 /*
  * cuda_kernels.h — the CUDA compute functions of the built-in rows that are
- * neither elementwise nor row-wise (src/cuda/dense.cu), the CUDA elementwise
- * and row engines (src/cuda/eltwise.cu, src/cuda/row.cu), and OPF_CUDA_KERNEL(fn) for a row's `.compute_cuda`:
+ * neither elementwise nor row-wise (src/cuda/dense.cu), and
+ * OPF_CUDA_KERNEL(fn) for a row's `.compute_cuda`:
  * `fn` in a CUDA build (OPF_HAVE_CUDA defined by cuda.mk), NULL otherwise
  * (no nvcc, `make CUDA=0`, or the CPU-only sanitizer build), so the rows
  * compile and link either way.
@@ -30,27 +30,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* src/cuda/eltwise.cu: runs the CUDA build of op->eltwise (op->eltwise->cuda)
- * on a validated call: the operands are the inputs, then the outputs (or the
- * inputs written in place); errors are reported for `label`. */
-opf_status opf_cuda_eltwise_run(const char *label, const opf_op_def *op, const opf_tensor *const *inputs,
-                                const opf_tensor *const *outputs, const opf_attr_value *attrs, void *stream);
-/* The compute_cuda of a row whose CUDA path is its eltwise kernel's CUDA
- * build (set when a declaration is resolved): opf_op_run_cuda recognizes it
- * and calls opf_cuda_eltwise_run with the row instead. */
-opf_status opf_cuda_eltwise_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
-                                    const opf_attr_value *attrs, void *stream);
-
-/* src/cuda/row.cu: runs the CUDA build of op->row (op->row->cuda) on a
- * validated call, one thread per row; errors are reported for `label`. */
-opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, const opf_tensor *const *inputs,
-                            const opf_tensor *const *outputs, const opf_attr_value *attrs, void *stream);
-/* The compute_cuda of a row whose CUDA path is its row kernel's CUDA build
- * (set when a declaration is resolved): opf_op_run_cuda recognizes it and
- * calls opf_cuda_row_run with the row instead. */
-opf_status opf_cuda_row_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
-                                const opf_attr_value *attrs, void *stream);
 
 /* src/cuda/dense.cu */
 opf_status opf_cuda_dense_compute(const opf_tensor *const *inputs, const opf_tensor *const *outputs,
