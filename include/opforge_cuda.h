@@ -517,9 +517,7 @@ __global__ void __launch_bounds__(OPF_CUDA_TEAM_MAX)
     opf__cuda_ew_ptrs<K> mine;
 #pragma unroll
     for (int k = 0; k < K; k++) {
-        mine.p[k] = p.p[k] != 0
-                        ? (char *)p.p[k] + (int64_t)blockIdx.x * block_stride.n[k] * (int64_t)sizeof(typename F::type)
-                        : (void *)0;
+        mine.p[k] = opf__cuda_row_at<typename F::type>(p.p[k], (int64_t)blockIdx.x * block_stride.n[k]);
     }
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         opf__cuda_row_args<F::num_in, F::num_out> a;

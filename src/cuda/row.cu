@@ -231,6 +231,8 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
     const bool team = kernel->cuda_team != NULL && n >= OPF_ROW_TEAM_MIN && rows > 0;
     const int64_t most = sums ? OPF_ROW_TEAM_SUM_BLOCKS : OPF_ROW_TEAM_BLOCKS;
     const int64_t team_blocks = rows < most ? rows : most;
+    /* The slots of each sum: one per row (the CPU engine's order) or per team block. */
+    const int64_t slots = team ? team_blocks : rows;
     if (rows == 0 && !sums) {
         return OPF_OK;
     }
@@ -284,10 +286,9 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
         L.len[k] = len;
         L.operands[k] = opf_tensor_base(t);
         row_elems += len;
-        if (!input && !batched) { /* a sum over rows: zeroed slots, added up after the kernel */
-            /* one per row (slot 0 holds the sum, zero without rows), or one per team block */
-            const int64_t slots = team ? team_blocks : rows > 0 ? rows : 1;
-            st = scratch.alloc(label, (size_t)slots * (size_t)len * elem, &L.operands[k]);
+        if (!input && !batched) {                       /* a sum over rows: zeroed slots, added up after the kernel */
+            const int64_t kept = slots > 0 ? slots : 1; /* slot 0 holds the sum, zero without rows */
+            st = scratch.alloc(label, (size_t)kept * (size_t)len * elem, &L.operands[k]);
             if (st != OPF_OK) {
                 return st;
             }
@@ -295,8 +296,8 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
                 strides[k][d] = row_stride[d] * len;
             }
             L.block_stride[k] = team ? len : 0;
-            cudaError_t err = elem == sizeof(float) ? opf_row_zero_enqueue<float>(slots * len, L.operands[k], sms, s)
-                                                    : opf_row_zero_enqueue<double>(slots * len, L.operands[k], sms, s);
+            cudaError_t err = elem == sizeof(float) ? opf_row_zero_enqueue<float>(kept * len, L.operands[k], sms, s)
+                                                    : opf_row_zero_enqueue<double>(kept * len, L.operands[k], sms, s);
             if (err != cudaSuccess) {
                 return opf_cuda_fail(OPF_E_INTERNAL, label, "zeroing the row sums failed", err);
             }
@@ -342,7 +343,6 @@ extern "C" opf_status opf_cuda_row_run(const char *label, const opf_op_def *op, 
         return opf_cuda_fail(OPF_E_INTERNAL, label, "kernel launch failed", (cudaError_t)err);
     }
     /* The slots added up: the rows' in the CPU engine's blocks, or the team blocks'. */
-    const int64_t slots = team ? team_blocks : rows;
     const int64_t block_rows =
         team ? (int64_t)OPF_ROW_TEAM_SUM_BLOCK_ROWS : opf_row_sum_block_rows(rows, row_elems, sum_bytes);
     for (int32_t o = 0; o < op->num_outputs; o++) {

@@ -134,16 +134,19 @@ static void dv_free(dview *v) {
 
 static void sync_stream(void) { CUDA_OK(cudaStreamSynchronize(stream)); }
 
-static int is_nan_elem(const unsigned char *p, size_t elem) {
+/* An element of `elem` bytes (float or double) as a double. */
+static double elem_value(const unsigned char *p, size_t elem) {
     if (elem == sizeof(float)) {
         float f;
         memcpy(&f, p, sizeof f);
-        return isnan(f);
+        return f;
     }
     double d;
     memcpy(&d, p, sizeof d);
-    return isnan(d);
+    return d;
 }
+
+static int is_nan_elem(const unsigned char *p, size_t elem) { return isnan(elem_value(p, elem)); }
 
 /* Identical bits, except that any NaN matches any NaN. */
 static int check_same_nan_aware(const void *got, const void *want, size_t n, size_t elem, const char *ctx) {
@@ -162,17 +165,6 @@ static int check_same_nan_aware(const void *got, const void *want, size_t n, siz
     }
     return CHECK_SAME_BITS(g + first * elem, w + first * elem, 1, elem, "%s: element %zu (of %zu; %zu differ)", ctx,
                            first, n, bad);
-}
-
-static double elem_value(const unsigned char *p, size_t elem) {
-    if (elem == sizeof(float)) {
-        float f;
-        memcpy(&f, p, sizeof f);
-        return f;
-    }
-    double d;
-    memcpy(&d, p, sizeof d);
-    return d;
 }
 
 /* Within tolerance of want: NaN where want is NaN, the same infinity where
@@ -1449,10 +1441,7 @@ static void row_case(const opf_op_def *op, int team, opf_dtype dt, const row_sha
             }
         }
         if (ref != NULL && !special) { /* the scalar reference, row by row */
-            int64_t rows = 1, in_len[OPF_MAX_ARGS] = {0}, out_len[OPF_MAX_ARGS] = {0};
-            for (int32_t d = 0; d < s->batch_rank; d++) {
-                rows *= s->batch[d];
-            }
+            int64_t rows = shape_rows(s), in_len[OPF_MAX_ARGS] = {0}, out_len[OPF_MAX_ARGS] = {0};
             double *iv[OPF_MAX_ARGS] = {NULL}, *want[OPF_MAX_ARGS], *tol[OPF_MAX_ARGS];
             for (int32_t i = 0; i < ni; i++) {
                 if (gin[i] != NULL) {
