@@ -952,6 +952,44 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
         OPF__EACH(OPF__ROW_OUT, outs) { __VA_ARGS__ }                                                                  \
     }
 
+/* A row kernel's signature as two structs of one char per argument, named
+ * as the arguments and in their order, so that OPF_ROW_KERNEL_TEAM can check
+ * at compile time that a team body takes its kernel's arguments: a body
+ * whose arguments were swapped would compute garbage on CUDA only, and only
+ * on rows long enough for the team body. */
+#define OPF__SIG_MEMBER(i, a) char a;
+#define OPF__ROW_SIG(name, ins, outs)                                                                                  \
+    struct opf__row_ins_##name {                                                                                       \
+        OPF__EACH(OPF__SIG_MEMBER, ins)                                                                                \
+    };                                                                                                                 \
+    struct opf__row_outs_##name {                                                                                      \
+        OPF__EACH(OPF__SIG_MEMBER, outs)                                                                               \
+    };
+#if defined(__cplusplus)
+#define OPF__STATIC_ASSERT(cond, text) static_assert(cond, text)
+#else
+#define OPF__STATIC_ASSERT(cond, text) _Static_assert(cond, text)
+#endif
+#define OPF__SIG_IN_AT(i, a)                                                                                           \
+    OPF__STATIC_ASSERT(offsetof(opf__sig_ins, a) == i,                                                                 \
+                       "OPF_ROW_KERNEL_TEAM: input " #a " is not where its kernel (an OPF_ROW_KERNEL) takes it");
+#define OPF__SIG_OUT_AT(i, a)                                                                                          \
+    OPF__STATIC_ASSERT(offsetof(opf__sig_outs, a) == i,                                                                \
+                       "OPF_ROW_KERNEL_TEAM: output " #a " is not where its kernel (an OPF_ROW_KERNEL) takes it");
+/* A team body's arguments against its kernel's: the same names in the same
+ * order (a name the kernel does not take fails as a missing struct member). */
+#define OPF__ROW_SIG_CHECK(name, kernel, ins, outs)                                                                    \
+    __attribute__((unused)) static inline void opf__row_sig_check_##name(void) {                                       \
+        typedef struct opf__row_ins_##kernel opf__sig_ins;                                                             \
+        typedef struct opf__row_outs_##kernel opf__sig_outs;                                                           \
+        OPF__STATIC_ASSERT(sizeof(opf__sig_ins) == OPF__LEN(ins),                                                      \
+                           "OPF_ROW_KERNEL_TEAM: the team body must take as many inputs as its kernel");               \
+        OPF__STATIC_ASSERT(sizeof(opf__sig_outs) == OPF__LEN(outs),                                                    \
+                           "OPF_ROW_KERNEL_TEAM: the team body must take as many outputs as its kernel");              \
+        OPF__EACH(OPF__SIG_IN_AT, ins)                                                                                 \
+        OPF__EACH(OPF__SIG_OUT_AT, outs)                                                                               \
+    }
+
 /* The CUDA build (opforge_cuda.h), in files compiled by nvcc only. */
 #if defined(__CUDACC__)
 #define OPF__CUDA_ROW(name, ins, outs, ...) OPF__CUDA_ROW_DEFINE(name, ins, outs, __VA_ARGS__)
@@ -969,6 +1007,7 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
                  OPF__ROW_FN(opf__row_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)       \
                      OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)) \
     OPF__CUDA_ROW(name, ins, outs, __VA_ARGS__)                                                                        \
+    OPF__ROW_SIG(name, ins, outs)                                                                                      \
     __attribute__((unused)) /* when only an OPF_ROW_KERNEL_TEAM of it is named */                                      \
     static const opf_row_kernel name = {OPF__LEN(ins),                                                                 \
                                         OPF__LEN(outs),                                                                \
@@ -989,7 +1028,8 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
  * OPF_TEAM_ONCE. opforge's CUDA row engine runs the team body on rows of
  * 32 elements or more and `kernel`'s one-thread-per-row build on shorter
  * ones. Outside nvcc the body is not compiled, and `name` is `kernel` under
- * another name. */
+ * another name. Every compiler checks that the team body names the
+ * kernel's arguments in the kernel's order (a compile error otherwise). */
 #if defined(__CUDACC__)
 #define OPF__CUDA_TEAM(name, ins, outs, ...) OPF__CUDA_TEAM_DEFINE(name, ins, outs, __VA_ARGS__)
 #define OPF__CUDA_TEAM_FN(name) opf__cuda_team_launch_##name
@@ -998,6 +1038,7 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
 #define OPF__CUDA_TEAM_FN(name) 0
 #endif
 #define OPF_ROW_KERNEL_TEAM(name, kernel, ins, outs, ...)                                                              \
+    OPF__ROW_SIG_CHECK(name, kernel, ins, outs)                                                                        \
     OPF__CUDA_TEAM(name, ins, outs, __VA_ARGS__)                                                                       \
     static const opf_row_kernel name = {OPF__LEN(ins),                                                                 \
                                         OPF__LEN(outs),                                                                \

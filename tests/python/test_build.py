@@ -122,6 +122,50 @@ def test_compiler_warnings_are_reported(tmp_path: Path) -> None:
         opforge.build(source)
 
 
+TEAM_OPS = """
+#include <opforge.h>
+
+OPF_ROW_KERNEL(scaled, (x, w), (y), {
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = x[i] * w[i];
+    }
+})
+OPF_ROW_KERNEL_TEAM(scaled_team, scaled, TEAM_ARGS, {
+    OPF_TEAM_FOR(i, n) { y[i] = x[i] * w[i]; }
+})
+
+static const opf_op_decl teamops[] = {
+    {"scaled(x[..., M], w[M]) -> y[..., M]", .doc = "x * w per row, a team per row on CUDA.", .row = &scaled_team},
+    {0},
+};
+OPF_EXPORT_OPS("teamops", teamops)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("(w, x), (y)", r"input w is not where its kernel \(an OPF_ROW_KERNEL\) takes it"),
+        ("(x), (y)", "the team body must take as many inputs as its kernel"),
+        ("(x, w), (y, z)", "the team body must take as many outputs as its kernel"),
+        ("(x, v), (y)", "no member named .v."),
+    ],
+)
+def test_a_team_body_must_name_its_kernels_arguments_in_order(tmp_path: Path, args: str, message: str) -> None:
+    """A team body (run on CUDA only, on long rows) whose arguments differ from
+    its kernel's would compute garbage there while every CPU test passes: it
+    is a compile error wherever it is compiled."""
+    good = tmp_path / "teamops.c"
+    good.write_text(TEAM_OPS.replace("TEAM_ARGS", "(x, w), (y)"))
+    ops = onp.load_ops(good)
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(ops.scaled(x, np.array([1.0, 2.0, 3.0])), x * [1.0, 2.0, 3.0])
+    bad = tmp_path / "badteam.c"
+    bad.write_text(TEAM_OPS.replace("TEAM_ARGS", args))
+    with pytest.raises(opforge.BuildError, match=message):
+        opforge.build(bad)
+
+
 def test_a_missing_source_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="missing.c"):
         onp.load_ops(tmp_path / "missing.c")
