@@ -34,6 +34,16 @@ extern "C" {
 #define NORMS_AT(p, i) ((double)(p)[i])
 #define NORMS_OR(p, i, otherwise) ((p) != NULL ? (double)(p)[i] : (otherwise))
 
+/* A second-order body written once for both builds, as a macro of three
+ * others: FOR(i, n) visits the row's elements, SUM(v) adds up the partial
+ * sums the visits made, ONCE runs a statement once per row. The CPU body
+ * takes the sequential ones below (a plain loop, v itself, always); the team
+ * body OPF_TEAM_FOR, NORMS_TEAM_SUM and OPF_TEAM_ONCE. */
+#define NORMS_SEQ_FOR(i, n) for (int64_t i = 0; i < (n); i++)
+#define NORMS_SEQ_SUM(v) (v)
+#define NORMS_SEQ_ONCE if (1)
+#define NORMS_TEAM_SUM(v) opf_team_sum(opf_team, v)
+
 /* --- softmax, log_softmax ---------------------------------------------------------------------------------------- */
 
 /* e^x for the x <= 0 (and NaN) of softmax's exp(x - max), in float: x = k ln2
@@ -259,6 +269,29 @@ OPF_ROW_KERNEL(softmax_grad_grad, (ddx, dy, y), (gdy, gy, jy), {
     }
 })
 
+OPF_ROW_KERNEL_TEAM(softmax_grad_grad_team, softmax_grad_grad, (ddx, dy, y), (gdy, gy, jy), {
+    T pa = 0;
+    OPF_TEAM_FOR(i, n) { pa += ddx[i] * y[i]; }
+    const T a = opf_team_sum(opf_team, pa);
+    if (gdy != NULL) {
+        OPF_TEAM_FOR(i, n) { gdy[i] = y[i] * (ddx[i] - a); }
+    }
+    if (gy != NULL || jy != NULL) {
+        T ps = 0, pc = 0;
+        OPF_TEAM_FOR(i, n) {
+            ps += dy[i] * y[i];
+            pc += dy[i] * ddx[i];
+        }
+        const T s = opf_team_sum(opf_team, ps), c = opf_team_sum(opf_team, pc);
+        if (gy != NULL) {
+            OPF_TEAM_FOR(i, n) { gy[i] = ddx[i] * (dy[i] - s) - dy[i] * a; }
+        }
+        if (jy != NULL) {
+            OPF_TEAM_FOR(i, n) { jy[i] = ddx[i] * (dy[i] - s) - y[i] * c; }
+        }
+    }
+})
+
 /* y = (x - max) - log(sum(exp(x - max))), the sum from the chunks' sums of
  * exp(x - c). */
 OPF_ROW_KERNEL(log_softmax, (x), (y), {
@@ -314,6 +347,23 @@ OPF_ROW_KERNEL(log_softmax_grad_grad, (ddx, y, dy), (gdy, gy), {
         for (int64_t i = 0; i < n; i++) {
             gy[i] = -(ddx[i] * opf_exp(y[i])) * s;
         }
+    }
+})
+
+OPF_ROW_KERNEL_TEAM(log_softmax_grad_grad_team, log_softmax_grad_grad, (ddx, y, dy), (gdy, gy), {
+    if (gdy != NULL) {
+        T pa = 0;
+        OPF_TEAM_FOR(i, n) { pa += ddx[i] * opf_exp(y[i]); }
+        const T a = opf_team_sum(opf_team, pa);
+        OPF_TEAM_FOR(i, n) { gdy[i] = ddx[i] - a; }
+    }
+    if (gy != NULL) {
+        T ps = 0;
+        if (dy != NULL) {
+            OPF_TEAM_FOR(i, n) { ps += dy[i]; }
+        }
+        const T s = opf_team_sum(opf_team, ps);
+        OPF_TEAM_FOR(i, n) { gy[i] = -(ddx[i] * opf_exp(y[i])) * s; }
     }
 })
 
@@ -512,37 +562,46 @@ OPF_ROW_KERNEL_TEAM(rms_norm_grad_team, rms_norm_grad, (x, rstd, dy, w, drstd), 
  *   gdrstd = -c a
  * gdy and gdrstd do not involve dy: with ddx = x', ddw = w' they are
  * rms_norm's tangents y' and rstd' (its tangent rule). */
-OPF_ROW_KERNEL(rms_norm_grad_grad, (x, rstd, dy, w, drstd, ddx, ddw), (gx, grstd, gdy, gw, gdrstd), {
-    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m, drs = NORMS_OR(drstd, 0, 0);
-    double s = 0, a = 0, dg = 0, e = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);
-        s += g * NORMS_AT(x, i);
-        a += dd * NORMS_AT(x, i);
-        dg += dd * g;
-        e += NORMS_OR(ddw, i, 0) * dyi * NORMS_AT(x, i);
-    }
-    s += drs;
-    for (int64_t i = 0; i < n; i++) {
-        const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0),
-                     dw_i = NORMS_OR(ddw, i, 0), proj = r * dd - c * a * xi;
-        if (gdy != NULL) {
-            gdy[i] = (T)(wi * proj + r * dw_i * xi);
-        }
-        if (gx != NULL) {
-            gx[i] = (T)(-c * (dd * s + a * dyi * wi) + r * dw_i * dyi);
-        }
-        if (gw != NULL) {
-            gw[i] += (T)(dyi * proj);
-        }
-    }
-    if (grstd != NULL) {
-        grstd[0] = (T)(dg - 3 * r * r / m * a * s + e);
-    }
-    if (gdrstd != NULL) {
-        gdrstd[0] = (T)(-c * a);
-    }
-})
+/* (written once for the CPU body and the team body: see NORMS_SEQ_FOR) */
+#define RMS_NORM_GRAD_GRAD_BODY(FOR, SUM, ONCE)                                                                        \
+    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m, drs = NORMS_OR(drstd, 0, 0);               \
+    double ps = 0, pa = 0, pdg = 0, pe = 0;                                                                            \
+    FOR(i, n) {                                                                                                        \
+        const double dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);                  \
+        ps += g * NORMS_AT(x, i);                                                                                      \
+        pa += dd * NORMS_AT(x, i);                                                                                     \
+        pdg += dd * g;                                                                                                 \
+        pe += NORMS_OR(ddw, i, 0) * dyi * NORMS_AT(x, i);                                                              \
+    }                                                                                                                  \
+    const double s = SUM(ps) + drs, a = SUM(pa), dg = SUM(pdg), e = SUM(pe);                                           \
+    FOR(i, n) {                                                                                                        \
+        const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0),  \
+                     dw_i = NORMS_OR(ddw, i, 0), proj = r * dd - c * a * xi;                                           \
+        if (gdy != NULL) {                                                                                             \
+            gdy[i] = (T)(wi * proj + r * dw_i * xi);                                                                   \
+        }                                                                                                              \
+        if (gx != NULL) {                                                                                              \
+            gx[i] = (T)(-c * (dd * s + a * dyi * wi) + r * dw_i * dyi);                                                \
+        }                                                                                                              \
+        if (gw != NULL) {                                                                                              \
+            gw[i] += (T)(dyi * proj);                                                                                  \
+        }                                                                                                              \
+    }                                                                                                                  \
+    ONCE {                                                                                                             \
+        if (grstd != NULL) {                                                                                           \
+            grstd[0] = (T)(dg - 3 * r * r / m * a * s + e);                                                            \
+        }                                                                                                              \
+        if (gdrstd != NULL) {                                                                                          \
+            gdrstd[0] = (T)(-c * a);                                                                                   \
+        }                                                                                                              \
+    }                                                                                                                  \
+    (void)0
+
+OPF_ROW_KERNEL(rms_norm_grad_grad, (x, rstd, dy, w, drstd, ddx, ddw), (gx, grstd, gdy, gw, gdrstd),
+               { RMS_NORM_GRAD_GRAD_BODY(NORMS_SEQ_FOR, NORMS_SEQ_SUM, NORMS_SEQ_ONCE); })
+OPF_ROW_KERNEL_TEAM(rms_norm_grad_grad_team, rms_norm_grad_grad, (x, rstd, dy, w, drstd, ddx, ddw),
+                    (gx, grstd, gdy, gw, gdrstd),
+                    { RMS_NORM_GRAD_GRAD_BODY(OPF_TEAM_FOR, NORMS_TEAM_SUM, OPF_TEAM_ONCE); })
 
 /* The derivative of rms_norm_grad's dx and dw along tangents xt, rstdt, wt
  * of x, rstd and w (absent: zero); rms_norm_grad itself gives the part of dy
@@ -883,78 +942,99 @@ OPF_ROW_KERNEL_TEAM(layer_norm_grad_team, layer_norm_grad, (x, mean, rstd, dy, w
  * (layer_norm_grad_grad_affine adds the parts of dw's and db's cotangents.)
  * gdy, gdmean and gdrstd do not involve dy: with ddx = x' they are
  * layer_norm's tangents y' (before w' and b'), mean' and rstd'. */
+/* (written once for the CPU body and the team body: see NORMS_SEQ_FOR) */
+#define LAYER_NORM_GRAD_GRAD_BODY(FOR, SUM, ONCE)                                                                      \
+    const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, drs = NORMS_OR(drstd, 0, 0);                    \
+    double pa = 0, pb = 0, pg = 0, pgx = 0, pdg = 0;                                                                   \
+    (void)dmean; /* dx = ... + dmean / M: dmean's value enters no gradient */                                          \
+    FOR(i, n) {                                                                                                        \
+        const double xh = (NORMS_AT(x, i) - mu) * r, g = NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1),                       \
+                     dd = NORMS_OR(ddx, i, 0);                                                                         \
+        pa += dd;                                                                                                      \
+        pb += dd * xh;                                                                                                 \
+        pg += g;                                                                                                       \
+        pgx += g * xh;                                                                                                 \
+        pdg += dd * g;                                                                                                 \
+    }                                                                                                                  \
+    const double sa = SUM(pa), sb = SUM(pb), sg = SUM(pg), sgx = SUM(pgx), dg = SUM(pdg);                              \
+    double ph = 0, phx = 0;                                                                                            \
+    FOR(i, n) {                                                                                                        \
+        const double xc = NORMS_AT(x, i) - mu, xh = xc * r, dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1),          \
+                     dd = NORMS_OR(ddx, i, 0);                                                                         \
+        const double proj = r * (dd - sa / m - xh * sb / m);                                                           \
+        const double h = -(r / m) * (dd * sgx + sb * dyi * wi) - drs * r * r * dd / m;                                 \
+        ph += h;                                                                                                       \
+        phx += h * xc;                                                                                                 \
+        if (gdy != NULL) {                                                                                             \
+            gdy[i] = (T)(wi * proj);                                                                                   \
+        }                                                                                                              \
+        if (gx != NULL) {                                                                                              \
+            gx[i] = (T)(r * h);                                                                                        \
+        }                                                                                                              \
+        if (gw != NULL) {                                                                                              \
+            gw[i] += (T)(dyi * proj);                                                                                  \
+        }                                                                                                              \
+    }                                                                                                                  \
+    const double sh = SUM(ph), shx = SUM(phx);                                                                         \
+    ONCE {                                                                                                             \
+        if (gmean != NULL) {                                                                                           \
+            gmean[0] = (T)(-r * sh);                                                                                   \
+        }                                                                                                              \
+        if (grstd != NULL) {                                                                                           \
+            grstd[0] = (T)(dg - (sa * sg + sb * sgx) / m - 2 * drs * r * sb / m + shx);                                \
+        }                                                                                                              \
+        if (gdmean != NULL) {                                                                                          \
+            gdmean[0] = (T)(sa / m);                                                                                   \
+        }                                                                                                              \
+        if (gdrstd != NULL) {                                                                                          \
+            gdrstd[0] = (T)(-r * r * sb / m);                                                                          \
+        }                                                                                                              \
+    }                                                                                                                  \
+    (void)0
+
 OPF_ROW_KERNEL(layer_norm_grad_grad, (x, mean, rstd, dy, w, dmean, drstd, ddx),
-               (gx, gmean, grstd, gdy, gw, gdmean, gdrstd), {
-                   const double mu = mean[0], r = rstd[0], m = n > 0 ? (double)n : 1, drs = NORMS_OR(drstd, 0, 0);
-                   double sa = 0, sb = 0, sg = 0, sgx = 0, dg = 0;
-                   (void)dmean; /* dx = ... + dmean / M: dmean's value enters no gradient */
-                   for (int64_t i = 0; i < n; i++) {
-                       const double xh = (NORMS_AT(x, i) - mu) * r, g = NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1),
-                                    dd = NORMS_OR(ddx, i, 0);
-                       sa += dd;
-                       sb += dd * xh;
-                       sg += g;
-                       sgx += g * xh;
-                       dg += dd * g;
-                   }
-                   double sh = 0, shx = 0;
-                   for (int64_t i = 0; i < n; i++) {
-                       const double xc = NORMS_AT(x, i) - mu, xh = xc * r, dyi = NORMS_OR(dy, i, 0),
-                                    wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0);
-                       const double proj = r * (dd - sa / m - xh * sb / m);
-                       const double h = -(r / m) * (dd * sgx + sb * dyi * wi) - drs * r * r * dd / m;
-                       sh += h;
-                       shx += h * xc;
-                       if (gdy != NULL) {
-                           gdy[i] = (T)(wi * proj);
-                       }
-                       if (gx != NULL) {
-                           gx[i] = (T)(r * h);
-                       }
-                       if (gw != NULL) {
-                           gw[i] += (T)(dyi * proj);
-                       }
-                   }
-                   if (gmean != NULL) {
-                       gmean[0] = (T)(-r * sh);
-                   }
-                   if (grstd != NULL) {
-                       grstd[0] = (T)(dg - (sa * sg + sb * sgx) / m - 2 * drs * r * sb / m + shx);
-                   }
-                   if (gdmean != NULL) {
-                       gdmean[0] = (T)(sa / m);
-                   }
-                   if (gdrstd != NULL) {
-                       gdrstd[0] = (T)(-r * r * sb / m);
-                   }
-               })
+               (gx, gmean, grstd, gdy, gw, gdmean, gdrstd),
+               { LAYER_NORM_GRAD_GRAD_BODY(NORMS_SEQ_FOR, NORMS_SEQ_SUM, NORMS_SEQ_ONCE); })
+OPF_ROW_KERNEL_TEAM(layer_norm_grad_grad_team, layer_norm_grad_grad, (x, mean, rstd, dy, w, dmean, drstd, ddx),
+                    (gx, gmean, grstd, gdy, gw, gdmean, gdrstd),
+                    { LAYER_NORM_GRAD_GRAD_BODY(OPF_TEAM_FOR, NORMS_TEAM_SUM, OPF_TEAM_ONCE); })
 
 /* The gradients of layer_norm_grad's dw and db (cotangents ddw, ddb; absent:
  * zero) with respect to x, mean, rstd and dy. With xh = (x - mean) r and
  * H = ddw dy: gx = r H, gmean = -r sum(H), grstd = <H, x - mean>,
  * gdy = ddw xh + ddb (with ddw = w', ddb = b': layer_norm's tangent y' from
  * w' and b'). */
-OPF_ROW_KERNEL(layer_norm_grad_grad_affine, (x, mean, rstd, dy, ddw, ddb), (gx, gmean, grstd, gdy), {
-    const double mu = mean[0], r = rstd[0];
-    double sh = 0, shx = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double xc = NORMS_AT(x, i) - mu, h = NORMS_OR(ddw, i, 0) * NORMS_OR(dy, i, 0);
-        sh += h;
-        shx += h * xc;
-        if (gdy != NULL) {
-            gdy[i] = (T)(NORMS_OR(ddw, i, 0) * (xc * r) + NORMS_OR(ddb, i, 0));
-        }
-        if (gx != NULL) {
-            gx[i] = (T)(r * h);
-        }
-    }
-    if (gmean != NULL) {
-        gmean[0] = (T)(-r * sh);
-    }
-    if (grstd != NULL) {
-        grstd[0] = (T)shx;
-    }
-})
+/* (written once for the CPU body and the team body: see NORMS_SEQ_FOR) */
+#define LAYER_NORM_GRAD_GRAD_AFFINE_BODY(FOR, SUM, ONCE)                                                               \
+    const double mu = mean[0], r = rstd[0];                                                                            \
+    double ph = 0, phx = 0;                                                                                            \
+    FOR(i, n) {                                                                                                        \
+        const double xc = NORMS_AT(x, i) - mu, h = NORMS_OR(ddw, i, 0) * NORMS_OR(dy, i, 0);                           \
+        ph += h;                                                                                                       \
+        phx += h * xc;                                                                                                 \
+        if (gdy != NULL) {                                                                                             \
+            gdy[i] = (T)(NORMS_OR(ddw, i, 0) * (xc * r) + NORMS_OR(ddb, i, 0));                                        \
+        }                                                                                                              \
+        if (gx != NULL) {                                                                                              \
+            gx[i] = (T)(r * h);                                                                                        \
+        }                                                                                                              \
+    }                                                                                                                  \
+    const double sh = SUM(ph), shx = SUM(phx);                                                                         \
+    ONCE {                                                                                                             \
+        if (gmean != NULL) {                                                                                           \
+            gmean[0] = (T)(-r * sh);                                                                                   \
+        }                                                                                                              \
+        if (grstd != NULL) {                                                                                           \
+            grstd[0] = (T)shx;                                                                                         \
+        }                                                                                                              \
+    }                                                                                                                  \
+    (void)0
+
+OPF_ROW_KERNEL(layer_norm_grad_grad_affine, (x, mean, rstd, dy, ddw, ddb), (gx, gmean, grstd, gdy),
+               { LAYER_NORM_GRAD_GRAD_AFFINE_BODY(NORMS_SEQ_FOR, NORMS_SEQ_SUM, NORMS_SEQ_ONCE); })
+OPF_ROW_KERNEL_TEAM(layer_norm_grad_grad_affine_team, layer_norm_grad_grad_affine, (x, mean, rstd, dy, ddw, ddb),
+                    (gx, gmean, grstd, gdy),
+                    { LAYER_NORM_GRAD_GRAD_AFFINE_BODY(OPF_TEAM_FOR, NORMS_TEAM_SUM, OPF_TEAM_ONCE); })
 
 /* The derivative of layer_norm_grad's dx and dw along tangents xt of x and
  * wt of w (absent: zero); layer_norm_grad_jvp_stats does mean and rstd, and
@@ -1226,7 +1306,7 @@ const opf_op_decl opf_decl_softmax_grad_grad = {
            "y)) - y * sum(dy * ddx), the derivative of its dx along y in the direction ddx (its tangent rule).",
     .arg_docs = "ddx: gradient of softmax_grad's dx (or tangent of its y, for jy); dy: softmax_grad's dy; y: "
                 "softmax_grad's y; gdy: gradient of dy; gy: gradient of y; jy: tangent of dx from y's",
-    .row = &softmax_grad_grad,
+    .row = &softmax_grad_grad_team,
 };
 
 const opf_op_decl opf_decl_log_softmax = {
@@ -1259,7 +1339,7 @@ const opf_op_decl opf_decl_log_softmax_grad_grad = {
            "gdy', gy' = log_softmax_grad_grad_jvp(ddx, y, dy, y')",
     .arg_docs = "ddx: gradient of log_softmax_grad's dx (or a tangent); y: log_softmax_grad's y; dy: "
                 "log_softmax_grad's dy, optional; gdy: gradient of dy; gy: gradient of y",
-    .row = &log_softmax_grad_grad,
+    .row = &log_softmax_grad_grad_team,
 };
 
 const opf_op_decl opf_decl_log_softmax_grad_grad_jvp = {
@@ -1320,7 +1400,7 @@ const opf_op_decl opf_decl_rms_norm_grad_grad = {
                 "rms_norm_grad's w, optional; drstd: rms_norm_grad's drstd, optional; ddx: gradient of rms_norm_grad's "
                 "dx; ddw: gradient of rms_norm_grad's dw; gx: gradient of x; grstd: gradient of rstd; gdy: gradient "
                 "of dy; gw: gradient of w; gdrstd: gradient of drstd",
-    .row = &rms_norm_grad_grad,
+    .row = &rms_norm_grad_grad_team,
 };
 
 const opf_op_decl opf_decl_rms_norm_grad_jvp = {
@@ -1436,7 +1516,7 @@ const opf_op_decl opf_decl_layer_norm_grad_grad = {
                 "optional; drstd: layer_norm_grad's drstd, optional; ddx: gradient of layer_norm_grad's dx; gx: "
                 "gradient of x; gmean: gradient of mean; grstd: gradient of rstd; gdy: gradient of dy; gw: gradient "
                 "of w; gdmean: gradient of dmean; gdrstd: gradient of drstd",
-    .row = &layer_norm_grad_grad,
+    .row = &layer_norm_grad_grad_team,
 };
 
 const opf_op_decl opf_decl_layer_norm_grad_grad_affine = {
@@ -1458,7 +1538,7 @@ const opf_op_decl opf_decl_layer_norm_grad_grad_affine = {
                 "layer_norm_grad's dy, optional; ddw: gradient of layer_norm_grad's dw; ddb: gradient of "
                 "layer_norm_grad's db; gx: gradient of x; gmean: gradient of mean; grstd: gradient of rstd; gdy: "
                 "gradient of dy",
-    .row = &layer_norm_grad_grad_affine,
+    .row = &layer_norm_grad_grad_affine_team,
 };
 
 const opf_op_decl opf_decl_layer_norm_grad_jvp = {

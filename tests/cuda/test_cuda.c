@@ -1356,9 +1356,19 @@ static int64_t shape_rows(const row_shape *s) {
     return rows;
 }
 
+/* How a team body's results are compared with the CPU build's, whose sums go
+ * in another order: an output within (4 m + 64) units of roundoff of its own
+ * largest value, a statistic (one element per row, which can cancel to far
+ * less than the row's elements) of the largest input; a second-order row's
+ * outputs (dd - sum(dd) / M, r^2 dd sb / M, ...: differences of products of
+ * up to three inputs, which cancel to rounding noise on a row of equal
+ * elements) of the largest input cubed. */
+enum { TEAM_NONE = 0, TEAM_FIRST_ORDER = 1, TEAM_SECOND_ORDER = 2 };
+
 /* One call of a row op on the device: the outputs against the same call on
- * the CPU (the same bits, NaN-aware; for a row with a team body, `team`,
- * within check_close_nan_aware's tolerance), the guard bytes around every view, the
+ * the CPU (the same bits, NaN-aware; for a row with a team body, `team` > 0,
+ * within check_close_nan_aware's tolerance: see TEAM_FIRST_ORDER), the guard
+ * bytes around every view, the
  * inputs left alone, and, with `ref` (uniform inputs), against the scalar
  * reference within its tolerance. `skip` has bit i set to leave optional
  * input i absent. */
@@ -1424,7 +1434,12 @@ static void row_case(const opf_op_def *op, int team, opf_dtype dt, const row_sha
             if (team) {
                 /* one element per row: a statistic, as large as the row's elements may be */
                 const int statistic = n > 0 && shape_rows(s) == (int64_t)n;
-                check_close_nan_aware(g, w, n, elem, s->m, statistic ? largest_input(in, gin, ni) : 0.0, octx);
+                const double most = largest_input(in, gin, ni), terms = most * most * most;
+                check_close_nan_aware(g, w, n, elem, s->m,
+                                      team == TEAM_SECOND_ORDER ? (terms > most ? terms : most)
+                                      : statistic               ? most
+                                                                : 0.0,
+                                      octx);
             } else {
                 check_same_nan_aware(g, w, n, elem, octx);
             }
@@ -1524,32 +1539,62 @@ static void test_row_op(const opf_op_def *op, int team, const opf_attr_value *at
     }
 }
 
-TEST(test_user_rowsum) { test_row_op(user_row("rowsum"), 0, NULL, ref_rowsum, 3000); }
+TEST(test_user_rowsum) { test_row_op(user_row("rowsum"), TEAM_NONE, NULL, ref_rowsum, 3000); }
 TEST(test_user_row_affine) {
     opf_attr_value shift[1] = {{.f = 0.375}};
     test_row_op(user_row("row_affine"), 0, shift, ref_row_affine, 3001);
 }
-TEST(test_user_row_stats) { test_row_op(user_row("row_stats"), 0, NULL, ref_row_stats, 3002); }
-TEST(test_user_softmax) { test_row_op(user_row("softmax"), 0, NULL, ref_softmax, 3003); }
-TEST(test_user_softmax_team) { test_row_op(user_row("softmax_team"), 1, NULL, ref_softmax, 3006); }
-TEST(test_myops_rowsum) { test_row_op(myops_row("rowsum"), 0, NULL, ref_rowsum, 3004); }
-TEST(test_myops_rowsum_grad) { test_row_op(myops_row("rowsum_grad"), 0, NULL, ref_rowsum_grad, 3005); }
+TEST(test_user_row_stats) { test_row_op(user_row("row_stats"), TEAM_NONE, NULL, ref_row_stats, 3002); }
+TEST(test_user_softmax) { test_row_op(user_row("softmax"), TEAM_NONE, NULL, ref_softmax, 3003); }
+TEST(test_user_softmax_team) { test_row_op(user_row("softmax_team"), TEAM_FIRST_ORDER, NULL, ref_softmax, 3006); }
+TEST(test_myops_rowsum) { test_row_op(myops_row("rowsum"), TEAM_NONE, NULL, ref_rowsum, 3004); }
+TEST(test_myops_rowsum_grad) { test_row_op(myops_row("rowsum_grad"), TEAM_NONE, NULL, ref_rowsum_grad, 3005); }
 
 /* Built-in row ops (those whose declaration names an OPF_ROW_KERNEL): each
  * against its CPU build on every shape and layout, default attributes. Their
  * scalar references live with the CPU tests of each op. */
 static int builtin_row_kernel(const opf_op_def *op) { return op->row != NULL && op->row->cuda != NULL; }
 
-/* The built-in rows whose kernel is an OPF_ROW_KERNEL_TEAM (src/ops/norms.c). */
+/* The built-in rows whose kernel is an OPF_ROW_KERNEL_TEAM (src/ops/norms.c):
+ * softmax's, log_softmax's and the norms' forward rows, their gradients and
+ * the gradients of those (the forward-mode rows stay one thread per row). */
+static const struct {
+    const char *name;
+    int team;
+} builtin_team_rows[] = {
+    {"softmax", TEAM_FIRST_ORDER},
+    {"softmax_grad", TEAM_FIRST_ORDER},
+    {"softmax_grad_grad", TEAM_SECOND_ORDER},
+    {"log_softmax", TEAM_FIRST_ORDER},
+    {"log_softmax_grad", TEAM_FIRST_ORDER},
+    {"log_softmax_grad_grad", TEAM_SECOND_ORDER},
+    {"rms_norm", TEAM_FIRST_ORDER},
+    {"rms_norm_grad", TEAM_FIRST_ORDER},
+    {"rms_norm_grad_grad", TEAM_SECOND_ORDER},
+    {"layer_norm", TEAM_FIRST_ORDER},
+    {"layer_norm_grad", TEAM_FIRST_ORDER},
+    {"layer_norm_grad_grad", TEAM_SECOND_ORDER},
+    {"layer_norm_grad_grad_affine", TEAM_SECOND_ORDER},
+};
+
+/* TEAM_NONE for a row without a team body. */
 static int builtin_team_row(const opf_op_def *op) {
-    static const char *const names[] = {"softmax",  "softmax_grad",  "log_softmax", "log_softmax_grad",
-                                        "rms_norm", "rms_norm_grad", "layer_norm",  "layer_norm_grad"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcmp(op->name, names[i]) == 0) {
-            return 1;
+    for (size_t i = 0; i < sizeof builtin_team_rows / sizeof builtin_team_rows[0]; i++) {
+        if (strcmp(op->name, builtin_team_rows[i].name) == 0) {
+            return builtin_team_rows[i].team;
         }
     }
-    return 0;
+    return TEAM_NONE;
+}
+
+/* The list above is the table's: exactly those rows have a team body. */
+TEST(test_builtin_team_rows) {
+    const opf_op_table *t = opf_builtin_ops();
+    for (int64_t i = 0; i < t->num_ops; i++) {
+        const opf_op_def *op = t->ops[i];
+        const int team = op->row != NULL && op->row->cuda_team != NULL;
+        CHECK(team == (builtin_team_row(op) != TEAM_NONE), "%s: %s team body", op->name, team ? "an unlisted" : "no");
+    }
 }
 
 TEST(test_builtin_row_ops) {
@@ -2006,6 +2051,7 @@ static int run_gpu_tests(void) {
     RUN_TEST(test_user_softmax_team);
     RUN_TEST(test_myops_rowsum);
     RUN_TEST(test_myops_rowsum_grad);
+    RUN_TEST(test_builtin_team_rows);
     RUN_TEST(test_builtin_row_ops);
     RUN_TEST(test_row_dispatch);
     RUN_TEST(test_row_stream_capture);
