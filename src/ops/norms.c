@@ -375,21 +375,28 @@ OPF_ROW_KERNEL_TEAM(log_softmax_grad_grad_team, log_softmax_grad_grad, (ddx, y, 
  * The second derivatives are symmetric: with a cotangent of gy as yt, gdyt
  * and gyt are the gradients of dy and y (log_softmax_grad_grad's own
  * gradient rule). */
-OPF_ROW_KERNEL(log_softmax_grad_grad_jvp, (ddx, y, dy, yt), (gdyt, gyt), {
-    double a = 0, s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        a += NORMS_AT(ddx, i) * opf_exp(NORMS_AT(y, i)) * NORMS_OR(yt, i, 0);
-        s += NORMS_OR(dy, i, 0);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        if (gdyt != NULL) {
-            gdyt[i] = (T)(-a);
-        }
-        if (gyt != NULL) {
-            gyt[i] = (T)(-(NORMS_AT(ddx, i) * opf_exp(NORMS_AT(y, i)) * NORMS_OR(yt, i, 0)) * s);
-        }
-    }
-})
+/* (written once for the CPU body and the team body: see NORMS_SEQ_FOR) */
+#define LOG_SOFTMAX_GRAD_GRAD_JVP_BODY(FOR, SUM, ONCE)                                                                 \
+    double pa = 0, ps = 0;                                                                                             \
+    FOR(i, n) {                                                                                                        \
+        pa += NORMS_AT(ddx, i) * opf_exp(NORMS_AT(y, i)) * NORMS_OR(yt, i, 0);                                         \
+        ps += NORMS_OR(dy, i, 0);                                                                                      \
+    }                                                                                                                  \
+    const double a = SUM(pa), s = SUM(ps);                                                                             \
+    FOR(i, n) {                                                                                                        \
+        if (gdyt != NULL) {                                                                                            \
+            gdyt[i] = (T)(-a);                                                                                         \
+        }                                                                                                              \
+        if (gyt != NULL) {                                                                                             \
+            gyt[i] = (T)(-(NORMS_AT(ddx, i) * opf_exp(NORMS_AT(y, i)) * NORMS_OR(yt, i, 0)) * s);                      \
+        }                                                                                                              \
+    }                                                                                                                  \
+    (void)0
+
+OPF_ROW_KERNEL(log_softmax_grad_grad_jvp, (ddx, y, dy, yt), (gdyt, gyt),
+               { LOG_SOFTMAX_GRAD_GRAD_JVP_BODY(NORMS_SEQ_FOR, NORMS_SEQ_SUM, NORMS_SEQ_ONCE); })
+OPF_ROW_KERNEL_TEAM(log_softmax_grad_grad_jvp_team, log_softmax_grad_grad_jvp, (ddx, y, dy, yt), (gdyt, gyt),
+                    { LOG_SOFTMAX_GRAD_GRAD_JVP_BODY(OPF_TEAM_FOR, NORMS_TEAM_SUM, OPF_TEAM_ONCE); })
 
 /* --- rms_norm ----------------------------------------------------------------------------------------------------- */
 
@@ -609,26 +616,33 @@ OPF_ROW_KERNEL_TEAM(rms_norm_grad_grad_team, rms_norm_grad_grad, (x, rstd, dy, w
  * drstd, g' = dy wt:
  *   dxt = -c (xt S + x <g, xt>) + rstdt (g - 3 r^2 x S / M) + r g' - c x <g', x>
  *   dwt = sum over rows of dy (xt r + x rstdt) */
-OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, dwt), {
-    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m, rt = NORMS_OR(rstdt, 0, 0);
-    double s = NORMS_OR(drstd, 0, 0), gxt = 0, gtx = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1);
-        s += g * NORMS_AT(x, i);
-        gxt += g * NORMS_OR(xt, i, 0);
-        gtx += dyi * NORMS_OR(wt, i, 0) * NORMS_AT(x, i);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1),
-                     xti = NORMS_OR(xt, i, 0), gt = dyi * NORMS_OR(wt, i, 0);
-        if (dxt != NULL) {
-            dxt[i] = (T)(-c * (xti * s + xi * gxt) + rt * (g - 3 * r * r * xi * s / m) + r * gt - c * xi * gtx);
-        }
-        if (dwt != NULL) {
-            dwt[i] += (T)(dyi * (xti * r + xi * rt));
-        }
-    }
-})
+/* (written once for the CPU body and the team body: see NORMS_SEQ_FOR) */
+#define RMS_NORM_GRAD_JVP_BODY(FOR, SUM, ONCE)                                                                         \
+    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m, rt = NORMS_OR(rstdt, 0, 0);                \
+    double ps = 0, pgxt = 0, pgtx = 0;                                                                                 \
+    FOR(i, n) {                                                                                                        \
+        const double dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1);                                            \
+        ps += g * NORMS_AT(x, i);                                                                                      \
+        pgxt += g * NORMS_OR(xt, i, 0);                                                                                \
+        pgtx += dyi * NORMS_OR(wt, i, 0) * NORMS_AT(x, i);                                                             \
+    }                                                                                                                  \
+    const double s = NORMS_OR(drstd, 0, 0) + SUM(ps), gxt = SUM(pgxt), gtx = SUM(pgtx);                                \
+    FOR(i, n) {                                                                                                        \
+        const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), g = dyi * NORMS_OR(w, i, 1),                       \
+                     xti = NORMS_OR(xt, i, 0), gt = dyi * NORMS_OR(wt, i, 0);                                          \
+        if (dxt != NULL) {                                                                                             \
+            dxt[i] = (T)(-c * (xti * s + xi * gxt) + rt * (g - 3 * r * r * xi * s / m) + r * gt - c * xi * gtx);       \
+        }                                                                                                              \
+        if (dwt != NULL) {                                                                                             \
+            dwt[i] += (T)(dyi * (xti * r + xi * rt));                                                                  \
+        }                                                                                                              \
+    }                                                                                                                  \
+    (void)0
+
+OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, dwt),
+               { RMS_NORM_GRAD_JVP_BODY(NORMS_SEQ_FOR, NORMS_SEQ_SUM, NORMS_SEQ_ONCE); })
+OPF_ROW_KERNEL_TEAM(rms_norm_grad_jvp_team, rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, dwt),
+                    { RMS_NORM_GRAD_JVP_BODY(OPF_TEAM_FOR, NORMS_TEAM_SUM, OPF_TEAM_ONCE); })
 
 /* The derivatives of rms_norm_grad_grad's outputs along a tangent xt of x
  * (rms_norm_grad_grad_jvp) and rstdt of rstd (rms_norm_grad_grad_jvp_rstd);
@@ -652,69 +666,88 @@ OPF_ROW_KERNEL(rms_norm_grad_jvp, (x, rstd, dy, w, drstd, xt, rstdt, wt), (dxt, 
  * outputs), symmetric: with cotangents of gx, grstd as xt, rstdt they are
  * also the gradients that rms_norm_grad_grad's gradient rule takes from
  * them. */
-#define NORMS_RMS_GG_SUMS                                                                                              \
+#define NORMS_RMS_GG_SUMS(FOR, SUM)                                                                                    \
     const double r = rstd[0], m = n > 0 ? (double)n : 1;                                                               \
-    double s = NORMS_OR(drstd, 0, 0), a = 0;                                                                           \
-    for (int64_t i = 0; i < n; i++) {                                                                                  \
-        s += NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1) * NORMS_AT(x, i);                                                  \
-        a += NORMS_OR(ddx, i, 0) * NORMS_AT(x, i);                                                                     \
-    }
+    double ps_ = 0, pa_ = 0;                                                                                           \
+    FOR(i, n) {                                                                                                        \
+        ps_ += NORMS_OR(dy, i, 0) * NORMS_OR(w, i, 1) * NORMS_AT(x, i);                                                \
+        pa_ += NORMS_OR(ddx, i, 0) * NORMS_AT(x, i);                                                                   \
+    }                                                                                                                  \
+    const double s = NORMS_OR(drstd, 0, 0) + SUM(ps_), a = SUM(pa_);
 
-OPF_ROW_KERNEL(rms_norm_grad_grad_jvp, (x, rstd, dy, w, drstd, ddx, ddw, xt), (gxt, grstdt, gdyt, gwt, gdrstdt), {
-    NORMS_RMS_GG_SUMS
-    const double c = r * r * r / m;
-    double st = 0, at = 0, et = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double dyi = NORMS_OR(dy, i, 0), xti = NORMS_OR(xt, i, 0);
-        st += dyi * NORMS_OR(w, i, 1) * xti;
-        at += NORMS_OR(ddx, i, 0) * xti;
-        et += NORMS_OR(ddw, i, 0) * dyi * xti;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        const double xi = NORMS_AT(x, i), xti = NORMS_OR(xt, i, 0), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1),
-                     dd = NORMS_OR(ddx, i, 0), proj = -c * (at * xi + a * xti);
-        if (gxt != NULL) {
-            gxt[i] = (T)(-c * (dd * st + at * dyi * wi));
-        }
-        if (gdyt != NULL) {
-            gdyt[i] = (T)(wi * proj + r * NORMS_OR(ddw, i, 0) * xti);
-        }
-        if (gwt != NULL) {
-            gwt[i] += (T)(dyi * proj);
-        }
-    }
-    if (grstdt != NULL) {
-        grstdt[0] = (T)(-3 * r * r * (at * s + a * st) / m + et);
-    }
-    if (gdrstdt != NULL) {
-        gdrstdt[0] = (T)(-c * at);
-    }
-})
+/* (written once for the CPU body and the team body: see NORMS_SEQ_FOR) */
+#define RMS_NORM_GRAD_GRAD_JVP_BODY(FOR, SUM, ONCE)                                                                    \
+    NORMS_RMS_GG_SUMS(FOR, SUM)                                                                                        \
+    const double c = r * r * r / m;                                                                                    \
+    double pst = 0, pat = 0, pet = 0;                                                                                  \
+    FOR(i, n) {                                                                                                        \
+        const double dyi = NORMS_OR(dy, i, 0), xti = NORMS_OR(xt, i, 0);                                               \
+        pst += dyi * NORMS_OR(w, i, 1) * xti;                                                                          \
+        pat += NORMS_OR(ddx, i, 0) * xti;                                                                              \
+        pet += NORMS_OR(ddw, i, 0) * dyi * xti;                                                                        \
+    }                                                                                                                  \
+    const double st = SUM(pst), at = SUM(pat), et = SUM(pet);                                                          \
+    FOR(i, n) {                                                                                                        \
+        const double xi = NORMS_AT(x, i), xti = NORMS_OR(xt, i, 0), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1),  \
+                     dd = NORMS_OR(ddx, i, 0), proj = -c * (at * xi + a * xti);                                        \
+        if (gxt != NULL) {                                                                                             \
+            gxt[i] = (T)(-c * (dd * st + at * dyi * wi));                                                              \
+        }                                                                                                              \
+        if (gdyt != NULL) {                                                                                            \
+            gdyt[i] = (T)(wi * proj + r * NORMS_OR(ddw, i, 0) * xti);                                                  \
+        }                                                                                                              \
+        if (gwt != NULL) {                                                                                             \
+            gwt[i] += (T)(dyi * proj);                                                                                 \
+        }                                                                                                              \
+    }                                                                                                                  \
+    ONCE {                                                                                                             \
+        if (grstdt != NULL) {                                                                                          \
+            grstdt[0] = (T)(-3 * r * r * (at * s + a * st) / m + et);                                                  \
+        }                                                                                                              \
+        if (gdrstdt != NULL) {                                                                                         \
+            gdrstdt[0] = (T)(-c * at);                                                                                 \
+        }                                                                                                              \
+    }                                                                                                                  \
+    (void)0
+
+OPF_ROW_KERNEL(rms_norm_grad_grad_jvp, (x, rstd, dy, w, drstd, ddx, ddw, xt), (gxt, grstdt, gdyt, gwt, gdrstdt),
+               { RMS_NORM_GRAD_GRAD_JVP_BODY(NORMS_SEQ_FOR, NORMS_SEQ_SUM, NORMS_SEQ_ONCE); })
+OPF_ROW_KERNEL_TEAM(rms_norm_grad_grad_jvp_team, rms_norm_grad_grad_jvp, (x, rstd, dy, w, drstd, ddx, ddw, xt),
+                    (gxt, grstdt, gdyt, gwt, gdrstdt),
+                    { RMS_NORM_GRAD_GRAD_JVP_BODY(OPF_TEAM_FOR, NORMS_TEAM_SUM, OPF_TEAM_ONCE); })
+
+/* (written once for the CPU body and the team body: see NORMS_SEQ_FOR) */
+#define RMS_NORM_GRAD_GRAD_JVP_RSTD_BODY(FOR, SUM, ONCE)                                                               \
+    NORMS_RMS_GG_SUMS(FOR, SUM)                                                                                        \
+    const double rt = NORMS_OR(rstdt, 0, 0), ct = 3 * r * r * rt / m;                                                  \
+    FOR(i, n) {                                                                                                        \
+        const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1), dd = NORMS_OR(ddx, i, 0),  \
+                     dw_i = NORMS_OR(ddw, i, 0), proj = rt * dd - ct * a * xi;                                         \
+        if (gxt != NULL) {                                                                                             \
+            gxt[i] = (T)(-ct * (dd * s + a * dyi * wi) + rt * dw_i * dyi);                                             \
+        }                                                                                                              \
+        if (gdyt != NULL) {                                                                                            \
+            gdyt[i] = (T)(wi * proj + rt * dw_i * xi);                                                                 \
+        }                                                                                                              \
+        if (gwt != NULL) {                                                                                             \
+            gwt[i] += (T)(dyi * proj);                                                                                 \
+        }                                                                                                              \
+    }                                                                                                                  \
+    ONCE {                                                                                                             \
+        if (grstdt != NULL) {                                                                                          \
+            grstdt[0] = (T)(-6 * r * rt * a * s / m);                                                                  \
+        }                                                                                                              \
+        if (gdrstdt != NULL) {                                                                                         \
+            gdrstdt[0] = (T)(-ct * a);                                                                                 \
+        }                                                                                                              \
+    }                                                                                                                  \
+    (void)0
 
 OPF_ROW_KERNEL(rms_norm_grad_grad_jvp_rstd, (x, rstd, dy, w, drstd, ddx, ddw, rstdt), (gxt, grstdt, gdyt, gwt, gdrstdt),
-               {
-                   NORMS_RMS_GG_SUMS
-                   const double rt = NORMS_OR(rstdt, 0, 0), ct = 3 * r * r * rt / m;
-                   for (int64_t i = 0; i < n; i++) {
-                       const double xi = NORMS_AT(x, i), dyi = NORMS_OR(dy, i, 0), wi = NORMS_OR(w, i, 1),
-                                    dd = NORMS_OR(ddx, i, 0), dw_i = NORMS_OR(ddw, i, 0), proj = rt * dd - ct * a * xi;
-                       if (gxt != NULL) {
-                           gxt[i] = (T)(-ct * (dd * s + a * dyi * wi) + rt * dw_i * dyi);
-                       }
-                       if (gdyt != NULL) {
-                           gdyt[i] = (T)(wi * proj + rt * dw_i * xi);
-                       }
-                       if (gwt != NULL) {
-                           gwt[i] += (T)(dyi * proj);
-                       }
-                   }
-                   if (grstdt != NULL) {
-                       grstdt[0] = (T)(-6 * r * rt * a * s / m);
-                   }
-                   if (gdrstdt != NULL) {
-                       gdrstdt[0] = (T)(-ct * a);
-                   }
-               })
+               { RMS_NORM_GRAD_GRAD_JVP_RSTD_BODY(NORMS_SEQ_FOR, NORMS_SEQ_SUM, NORMS_SEQ_ONCE); })
+OPF_ROW_KERNEL_TEAM(rms_norm_grad_grad_jvp_rstd_team, rms_norm_grad_grad_jvp_rstd,
+                    (x, rstd, dy, w, drstd, ddx, ddw, rstdt), (gxt, grstdt, gdyt, gwt, gdrstdt),
+                    { RMS_NORM_GRAD_GRAD_JVP_RSTD_BODY(OPF_TEAM_FOR, NORMS_TEAM_SUM, OPF_TEAM_ONCE); })
 
 /* Along wt (rms_norm_grad_grad_jvp_w): w enters through g = dy w only, so
  * gw and gdrstd do not move and the others take the part of g linear in w
@@ -722,28 +755,38 @@ OPF_ROW_KERNEL(rms_norm_grad_grad_jvp_rstd, (x, rstd, dy, w, drstd, ddx, ddw, rs
  *   gxt = -c (ddx <g', x> + a g')    grstdt = <ddx, g'> - 3 r^2 a <g', x> / M    gdyt = wt (r ddx - c a x)
  * A row of its own, not rms_norm_grad_grad with wt as its w: an absent
  * tangent must count as zero, an absent w counts as ones. */
-OPF_ROW_KERNEL(rms_norm_grad_grad_jvp_w, (x, rstd, dy, ddx, wt), (gxt, grstdt, gdyt), {
-    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m;
-    double a = 0, sw = 0, dgw = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double xi = NORMS_AT(x, i), dd = NORMS_OR(ddx, i, 0), gt = NORMS_OR(dy, i, 0) * NORMS_OR(wt, i, 0);
-        a += dd * xi;
-        sw += gt * xi;
-        dgw += dd * gt;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        const double dd = NORMS_OR(ddx, i, 0), wti = NORMS_OR(wt, i, 0);
-        if (gxt != NULL) {
-            gxt[i] = (T)(-c * (dd * sw + a * NORMS_OR(dy, i, 0) * wti));
-        }
-        if (gdyt != NULL) {
-            gdyt[i] = (T)(wti * (r * dd - c * a * NORMS_AT(x, i)));
-        }
-    }
-    if (grstdt != NULL) {
-        grstdt[0] = (T)(dgw - 3 * r * r * a * sw / m);
-    }
-})
+/* (written once for the CPU body and the team body: see NORMS_SEQ_FOR) */
+#define RMS_NORM_GRAD_GRAD_JVP_W_BODY(FOR, SUM, ONCE)                                                                  \
+    const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m;                                            \
+    double pa = 0, psw = 0, pdgw = 0;                                                                                  \
+    FOR(i, n) {                                                                                                        \
+        const double xi = NORMS_AT(x, i), dd = NORMS_OR(ddx, i, 0), gt = NORMS_OR(dy, i, 0) * NORMS_OR(wt, i, 0);      \
+        pa += dd * xi;                                                                                                 \
+        psw += gt * xi;                                                                                                \
+        pdgw += dd * gt;                                                                                               \
+    }                                                                                                                  \
+    const double a = SUM(pa), sw = SUM(psw), dgw = SUM(pdgw);                                                          \
+    FOR(i, n) {                                                                                                        \
+        const double dd = NORMS_OR(ddx, i, 0), wti = NORMS_OR(wt, i, 0);                                               \
+        if (gxt != NULL) {                                                                                             \
+            gxt[i] = (T)(-c * (dd * sw + a * NORMS_OR(dy, i, 0) * wti));                                               \
+        }                                                                                                              \
+        if (gdyt != NULL) {                                                                                            \
+            gdyt[i] = (T)(wti * (r * dd - c * a * NORMS_AT(x, i)));                                                    \
+        }                                                                                                              \
+    }                                                                                                                  \
+    ONCE {                                                                                                             \
+        if (grstdt != NULL) {                                                                                          \
+            grstdt[0] = (T)(dgw - 3 * r * r * a * sw / m);                                                             \
+        }                                                                                                              \
+    }                                                                                                                  \
+    (void)0
+
+OPF_ROW_KERNEL(rms_norm_grad_grad_jvp_w, (x, rstd, dy, ddx, wt), (gxt, grstdt, gdyt),
+               { RMS_NORM_GRAD_GRAD_JVP_W_BODY(NORMS_SEQ_FOR, NORMS_SEQ_SUM, NORMS_SEQ_ONCE); })
+OPF_ROW_KERNEL_TEAM(rms_norm_grad_grad_jvp_w_team, rms_norm_grad_grad_jvp_w, (x, rstd, dy, ddx, wt),
+                    (gxt, grstdt, gdyt),
+                    { RMS_NORM_GRAD_GRAD_JVP_W_BODY(OPF_TEAM_FOR, NORMS_TEAM_SUM, OPF_TEAM_ONCE); })
 
 /* --- layer_norm --------------------------------------------------------------------------------------------------- */
 
@@ -1349,7 +1392,7 @@ const opf_op_decl opf_decl_log_softmax_grad_grad_jvp = {
            "cotangent of gy as yt, the gradients of dy and y.",
     .arg_docs = "ddx: log_softmax_grad_grad's ddx; y: log_softmax_grad_grad's y; dy: log_softmax_grad_grad's dy, "
                 "optional; yt: tangent of y, optional; gdyt: tangent of gdy; gyt: tangent of gy",
-    .row = &log_softmax_grad_grad_jvp,
+    .row = &log_softmax_grad_grad_jvp_team,
 };
 
 const opf_op_decl opf_decl_rms_norm = {
@@ -1412,7 +1455,7 @@ const opf_op_decl opf_decl_rms_norm_grad_jvp = {
     .arg_docs = "x: rms_norm_grad's x; rstd: rms_norm_grad's rstd; dy: rms_norm_grad's dy, optional; w: "
                 "rms_norm_grad's w, optional; drstd: rms_norm_grad's drstd, optional; xt: tangent of x; rstdt: tangent "
                 "of rstd; wt: tangent of w; dxt: tangent of dx; dwt: tangent of dw",
-    .row = &rms_norm_grad_jvp,
+    .row = &rms_norm_grad_jvp_team,
 };
 
 #define NORMS_RMS_GG_JVP_DOCS(what)                                                                                    \
@@ -1427,7 +1470,7 @@ const opf_op_decl opf_decl_rms_norm_grad_grad_jvp = {
     .doc = "The derivative of rms_norm_grad_grad's outputs along a tangent xt of x (absent: zero). Symmetric: with "
            "a cotangent of its gx as xt, the gradients of x, rstd, dy, w and drstd that it gives.",
     .arg_docs = NORMS_RMS_GG_JVP_DOCS("xt: tangent of x, optional"),
-    .row = &rms_norm_grad_grad_jvp,
+    .row = &rms_norm_grad_grad_jvp_team,
 };
 
 const opf_op_decl opf_decl_rms_norm_grad_grad_jvp_w = {
@@ -1439,7 +1482,7 @@ const opf_op_decl opf_decl_rms_norm_grad_grad_jvp_w = {
     .arg_docs = "x: rms_norm_grad_grad's x; rstd: rms_norm_grad_grad's rstd; dy: rms_norm_grad_grad's dy, optional; "
                 "ddx: rms_norm_grad_grad's ddx, optional; wt: tangent of w, optional; gxt: tangent of gx; grstdt: "
                 "tangent of grstd; gdyt: tangent of gdy",
-    .row = &rms_norm_grad_grad_jvp_w,
+    .row = &rms_norm_grad_grad_jvp_w_team,
 };
 
 const opf_op_decl opf_decl_rms_norm_grad_grad_jvp_rstd = {
@@ -1449,7 +1492,7 @@ const opf_op_decl opf_decl_rms_norm_grad_grad_jvp_rstd = {
            "Symmetric: with a cotangent of its grstd as rstdt, the gradients of x, rstd, dy, w and drstd that it "
            "gives.",
     .arg_docs = NORMS_RMS_GG_JVP_DOCS("rstdt: tangent of rstd, optional"),
-    .row = &rms_norm_grad_grad_jvp_rstd,
+    .row = &rms_norm_grad_grad_jvp_rstd_team,
 };
 
 const opf_op_decl opf_decl_layer_norm = {

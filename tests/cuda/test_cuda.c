@@ -1556,8 +1556,9 @@ TEST(test_myops_rowsum_grad) { test_row_op(myops_row("rowsum_grad"), TEAM_NONE, 
 static int builtin_row_kernel(const opf_op_def *op) { return op->row != NULL && op->row->cuda != NULL; }
 
 /* The built-in rows whose kernel is an OPF_ROW_KERNEL_TEAM (src/ops/norms.c):
- * softmax's, log_softmax's and the norms' forward rows, their gradients and
- * the gradients of those (the forward-mode rows stay one thread per row). */
+ * softmax's, log_softmax's and the norms' forward rows, their gradients, the
+ * gradients of those and the forward-mode rows of log_softmax's and rms_norm's
+ * second order (layer_norm's stay one thread per row). */
 static const struct {
     const char *name;
     int team;
@@ -1568,9 +1569,14 @@ static const struct {
     {"log_softmax", TEAM_FIRST_ORDER},
     {"log_softmax_grad", TEAM_FIRST_ORDER},
     {"log_softmax_grad_grad", TEAM_SECOND_ORDER},
+    {"log_softmax_grad_grad_jvp", TEAM_SECOND_ORDER},
     {"rms_norm", TEAM_FIRST_ORDER},
     {"rms_norm_grad", TEAM_FIRST_ORDER},
     {"rms_norm_grad_grad", TEAM_SECOND_ORDER},
+    {"rms_norm_grad_jvp", TEAM_SECOND_ORDER},
+    {"rms_norm_grad_grad_jvp", TEAM_SECOND_ORDER},
+    {"rms_norm_grad_grad_jvp_rstd", TEAM_SECOND_ORDER},
+    {"rms_norm_grad_grad_jvp_w", TEAM_SECOND_ORDER},
     {"layer_norm", TEAM_FIRST_ORDER},
     {"layer_norm_grad", TEAM_FIRST_ORDER},
     {"layer_norm_grad_grad", TEAM_SECOND_ORDER},
