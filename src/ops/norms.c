@@ -754,8 +754,8 @@ OPF_ROW_KERNEL_TEAM(rms_norm_grad_grad_jvp_rstd_team, rms_norm_grad_grad_jvp_rst
  * with g' = dy wt (drstd and ddw drop out):
  *   gxt = -c (ddx <g', x> + a g')    grstdt = <ddx, g'> - 3 r^2 a <g', x> / M    gdyt = wt (r ddx - c a x)
  * A row of its own, not rms_norm_grad_grad with wt as its w: an absent
- * tangent must count as zero, an absent w counts as ones. */
-/* (written once for the CPU body and the team body: see NORMS_SEQ_FOR) */
+ * tangent must count as zero, an absent w counts as ones. (Written once for
+ * the CPU body and the team body: see NORMS_SEQ_FOR.) */
 #define RMS_NORM_GRAD_GRAD_JVP_W_BODY(FOR, SUM, ONCE)                                                                  \
     const double r = rstd[0], m = n > 0 ? (double)n : 1, c = r * r * r / m;                                            \
     double pa = 0, psw = 0, pdgw = 0;                                                                                  \

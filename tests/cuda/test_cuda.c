@@ -1542,7 +1542,7 @@ static void test_row_op(const opf_op_def *op, int team, const opf_attr_value *at
 TEST(test_user_rowsum) { test_row_op(user_row("rowsum"), TEAM_NONE, NULL, ref_rowsum, 3000); }
 TEST(test_user_row_affine) {
     opf_attr_value shift[1] = {{.f = 0.375}};
-    test_row_op(user_row("row_affine"), 0, shift, ref_row_affine, 3001);
+    test_row_op(user_row("row_affine"), TEAM_NONE, shift, ref_row_affine, 3001);
 }
 TEST(test_user_row_stats) { test_row_op(user_row("row_stats"), TEAM_NONE, NULL, ref_row_stats, 3002); }
 TEST(test_user_softmax) { test_row_op(user_row("softmax"), TEAM_NONE, NULL, ref_softmax, 3003); }
