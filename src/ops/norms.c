@@ -133,6 +133,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
         int64_t i = 0;                                                                                                 \
         if (y != NULL) {                                                                                               \
             for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
+                opf_prefetch_ahead(x + i, NORMS_LANES * (int64_t)sizeof(T));                                           \
                 OPF_SIMD_LOOP                                                                                          \
                 for (int j = 0; j < NORMS_LANES; j++) {                                                                \
                     const T e = NORMS_EXP(x[i + j] - s, fused);                                                        \
@@ -142,6 +143,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
             }                                                                                                          \
         } else {                                                                                                       \
             for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
+                opf_prefetch_ahead(x + i, NORMS_LANES * (int64_t)sizeof(T));                                           \
                 for (int j = 0; j < NORMS_LANES; j++) {                                                                \
                     acc[j] = acc[j] + NORMS_EXP(x[i + j] - s, fused);                                                  \
                 }                                                                                                      \
@@ -318,8 +320,12 @@ OPF_ROW_KERNEL_TEAM(log_softmax_team, log_softmax, (x), (y), {
 /* dx = dy - exp(y) * sum(dy) */
 OPF_ROW_KERNEL(log_softmax_grad, (dy, y), (dx), {
     const T s = opf_sum(n, dy);
-    for (int64_t i = 0; i < n; i++) {
-        dx[i] = dy[i] - NORMS_EXP_ANY(y[i]) * s;
+    for (int64_t at = 0; at < n; at += NORMS_LANES) {
+        const int64_t end = n - at < NORMS_LANES ? n : at + NORMS_LANES;
+        opf_prefetch_ahead(y + at, NORMS_LANES * (int64_t)sizeof(T)); /* (y's first touch: exp per element) */
+        for (int64_t i = at; i < end; i++) {
+            dx[i] = dy[i] - NORMS_EXP_ANY(y[i]) * s;
+        }
     }
 })
 

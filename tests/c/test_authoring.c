@@ -4,10 +4,14 @@
  * OPF_ROW_KERNEL), run over every layout the harness makes, against plain C
  * loops written here; and every declaration mistake refused with a message.
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -41,6 +45,20 @@ OPF_ROW_KERNEL(col_stats, (x, y), (dot, colsum), {
     }
 })
 
+/* Row-wise with much arithmetic per element, in blocks that each ask for
+ * the memory ahead of them (opf_prefetch_ahead): the sum of exp(x). */
+OPF_ROW_KERNEL(exp_row_sum, (x), (s), {
+    T acc = 0;
+    for (int64_t at = 0; at < n; at += 64) {
+        const int64_t end = n - at < 64 ? n : at + 64;
+        opf_prefetch_ahead(x + at, 64 * (int64_t)sizeof(T));
+        for (int64_t i = at; i < end; i++) {
+            acc += opf_exp(x[i]);
+        }
+    }
+    s[0] = acc;
+})
+
 static opf_status fail_compute(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *attrs) {
     (void)in, (void)out, (void)attrs;
     return opf_error(OPF_E_UNSUPPORTED, "this kernel refuses %s", "everything");
@@ -56,6 +74,7 @@ static const opf_op_decl user_decls[] = {
     {"row_stats_2d(x[..., M, N]) -> (sum[...], max[...])", .doc = "sum and max of 2-d rows", .row = &row_stats},
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
     {"col_stats(x[..., M], y[..., M]) -> (dot[...], colsum[M]?)", .doc = "row dots and column sums", .row = &col_stats},
+    {"exp_row_sum(x[..., M]) -> s[...]", .doc = "sum of exp over rows", .row = &exp_row_sum},
     {"fail(x) -> y", .doc = "always fails", .compute = fail_compute},
     {0},
 };
@@ -482,6 +501,47 @@ TEST(test_rows_streamed_output) {
     free(x), free(w), free(y);
 }
 
+/* opf_prefetch_ahead is a hint: its rows end where the memory mapped for
+ * them ends, before pages that may not be read, and the kernel asks for the
+ * lines OPF_PREFETCH_AHEAD bytes past them; the results are a plain loop's. */
+TEST(test_rows_prefetch_past_the_mapping) {
+    const opf_op_def *op = user_op("exp_row_sum");
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), guard = 2 * page + OPF_PREFETCH_AHEAD;
+    for (int f64 = 0; f64 < 2; f64++) {
+        const size_t elem = f64 ? 8 : 4;
+        const int64_t R = 5, M = 1000;
+        const size_t bytes = (size_t)(R * M) * elem, data = (bytes + page - 1) / page * page;
+        char *map = mmap(NULL, data + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (!CHECK(map != MAP_FAILED, "mmap failed")) {
+            return;
+        }
+        CHECK(mprotect(map + data, guard, PROT_NONE) == 0, "mprotect failed");
+        void *x = map + data - bytes; /* the last row ends at the guard */
+        rng r = rng_seed(23);
+        if (f64) {
+            fill_uniform_f64(&r, x, (size_t)(R * M), -4, 4);
+        } else {
+            fill_uniform_f32(&r, x, (size_t)(R * M), -4, 4);
+        }
+        double s[5];
+        int64_t shape[2] = {R, M}, sshape[1] = {R};
+        const opf_dtype dt = f64 ? OPF_F64 : OPF_F32;
+        opf_tensor tx = opf_tensor_make(x, dt, 2, shape), ts = opf_tensor_make(s, dt, 1, sshape);
+        CHECK(opf_op_run(op, (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ts}, NULL) == OPF_OK, "%s",
+              opf_last_error());
+        for (int64_t i = 0; i < R; i++) {
+            double want = 0;
+            for (int64_t j = 0; j < M; j++) {
+                want += exp(f64 ? ((const double *)x)[i * M + j] : (double)((const float *)x)[i * M + j]);
+            }
+            const double got = f64 ? s[i] : (double)((const float *)s)[i];
+            CHECK(fabs(got - want) <= (f64 ? 1e-12 : 1e-5) * want, "%s row %lld: %.17g want %.17g", f64 ? "f64" : "f32",
+                  (long long)i, got, want);
+        }
+        munmap(map, data + guard);
+    }
+}
+
 TEST(test_kernel_errors) {
     const opf_op_def *op = user_op("fail");
     float x = 1, y = 0;
@@ -576,6 +636,7 @@ int main(void) {
     RUN_TEST(test_rows_unbatched_input);
     RUN_TEST(test_rows_summed_output);
     RUN_TEST(test_rows_streamed_output);
+    RUN_TEST(test_rows_prefetch_past_the_mapping);
     RUN_TEST(test_kernel_errors);
     RUN_TEST(test_declaration_mistakes);
     opf_ops_release(user_table());
