@@ -1581,6 +1581,13 @@ static const struct {
     {"layer_norm_grad", TEAM_FIRST_ORDER},
     {"layer_norm_grad_grad", TEAM_SECOND_ORDER},
     {"layer_norm_grad_grad_affine", TEAM_SECOND_ORDER},
+    {"layer_norm_grad_jvp", TEAM_SECOND_ORDER},
+    {"layer_norm_grad_jvp_stats", TEAM_SECOND_ORDER},
+    {"layer_norm_grad_grad_jvp", TEAM_SECOND_ORDER},
+    {"layer_norm_grad_grad_jvp_mean", TEAM_SECOND_ORDER},
+    {"layer_norm_grad_grad_jvp_rstd", TEAM_SECOND_ORDER},
+    {"layer_norm_grad_grad_jvp_w", TEAM_SECOND_ORDER},
+    {"layer_norm_grad_grad_affine_jvp", TEAM_SECOND_ORDER},
 };
 
 /* TEAM_NONE for a row without a team body. */
