@@ -214,12 +214,13 @@ gpu-check:
 #                        every block in turn). Needs neither nvcc nor a GPU; checks the
 #                        engine's plans and the generated kernels' indexing, not speed
 #                        and not what only nvcc or the hardware decide (no dense).
-#   make test-cuda-emu-asan  the same built with AddressSanitizer and UBSan (in
+#   make test-cuda-emu-asan  the same (its quick set) built with AddressSanitizer and UBSan (in
 #                        $(BUILD)/emu-asan): out-of-bounds rows, scratch used after
 #                        it is freed (a captured graph's, too), leaks.
 EMU_BUILD := $(BUILD)/emu
 EMU_INC := -Itests/cuda/emulate
 EMU_SAN :=
+EMU_RUN_ENV :=
 EMU_CXXFLAGS = -std=c++17 -O2 -g -pthread -Wall -Wextra -Werror -Wno-unknown-pragmas -Wno-missing-field-initializers \
                $(INCLUDES) $(EMU_INC) $(EMU_SAN)
 # What nvcc does to a file: CUDA C++, __CUDACC__, cuda_runtime.h first.
@@ -273,11 +274,13 @@ $(EMU_TEST_BIN): tests/cuda/test_cuda.c tests/c/harness.c tests/c/*.h $$(EMU_OBJ
 
 .PHONY: test-cuda-emu test-cuda-emu-asan
 test-cuda-emu: $(EMU_TEST_BIN)
-	@echo "== $(EMU_TEST_BIN) (the CUDA emulator)"
-	@$(EMU_TEST_BIN)
+	@echo "== $(strip $(EMU_RUN_ENV) $(EMU_TEST_BIN)) (the CUDA emulator)"
+	@$(EMU_RUN_ENV) $(EMU_TEST_BIN)
 
+# Under the sanitizers (five times slower) the quick set: every op, shape and
+# dtype, two of the six layouts a shape in turn (the full sweep ran above).
 test-cuda-emu-asan:
-	@$(MAKE) --no-print-directory EMU_BUILD=$(BUILD)/emu-asan \
+	@$(MAKE) --no-print-directory EMU_BUILD=$(BUILD)/emu-asan EMU_RUN_ENV="env OPFORGE_TEST_QUICK=1" \
 	  EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test-cuda-emu
 
 # Wheels for CPython 3.12 (the GPU machine's) of cffi, pytest, hypothesis,

@@ -11,7 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(__x86_64__) || defined(OPF_EMU_UCONTEXT)
+#define EMU_UCONTEXT 1
 #include <ucontext.h>
+#else
+#define EMU_UCONTEXT 0
+#endif
 
 #include <vector>
 
@@ -57,12 +62,91 @@ void opf_emu_set_thread(dim3 grid, dim3 block, unsigned int b, unsigned int t) {
 #define EMU_ASAN 0
 #endif
 
+/* --- switching between a block's threads ---
+ *
+ * On x86-64 a switch saves the callee-saved registers on the current stack
+ * and moves to the other stack: a few instructions, where swapcontext makes
+ * two system calls (for the signal mask) and, under ASan, clears the shadow
+ * of the whole target stack on every switch. Elsewhere (or built with
+ * -DOPF_EMU_UCONTEXT), ucontext. */
+#if !EMU_UCONTEXT
+extern "C" void opf_emu_switch(void **save_sp, void *load_sp);
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        ".local opf_emu_switch\n"
+        ".type opf_emu_switch, @function\n"
+        "opf_emu_switch:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size opf_emu_switch, .-opf_emu_switch\n"
+        ".popsection\n");
+
+namespace {
+struct emu_context {
+    void *sp;
+};
+
+/* A context that, switched to, calls entry (which never returns) on the
+ * stack [stack, stack + size): six zeroed registers, then entry as the
+ * return address, placed so that entry starts with the stack aligned as
+ * after a call. */
+void emu_context_make(emu_context *c, char *stack, size_t size, void (*entry)(void)) {
+    uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 8); /* entry's "return address" slot: (sp + 8) % 16 == 0 */
+    *--sp = (void *)entry;
+    for (int r = 0; r < 6; r++) {
+        *--sp = NULL;
+    }
+    c->sp = sp;
+}
+
+void emu_context_switch(emu_context *from, emu_context *to) { opf_emu_switch(&from->sp, to->sp); }
+} // namespace
+#else
+namespace {
+struct emu_context {
+    ucontext_t uc;
+};
+
+void emu_context_make(emu_context *c, char *stack, size_t size, void (*entry)(void)) {
+    if (getcontext(&c->uc) != 0) {
+        fprintf(stderr, "CUDA emulator: getcontext failed\n");
+        abort();
+    }
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = size;
+    c->uc.uc_link = NULL; /* entry never returns */
+    makecontext(&c->uc, entry, 0);
+}
+
+void emu_context_switch(emu_context *from, emu_context *to) {
+    if (swapcontext(&from->uc, &to->uc) != 0) {
+        fprintf(stderr, "CUDA emulator: swapcontext failed\n");
+        abort();
+    }
+}
+} // namespace
+#endif
+
 namespace {
 
 enum emu_state { EMU_RUNNABLE, EMU_AT_BARRIER, EMU_DONE };
 
 struct emu_thread {
-    ucontext_t context;
+    emu_context context;
     emu_state state;
 };
 
@@ -74,7 +158,7 @@ struct emu_block {
     dim3 grid, block;
     unsigned int index;
     const std::function<void()> *thread;
-    ucontext_t scheduler;
+    emu_context scheduler;
     std::vector<emu_thread> threads;
     unsigned int current;
     bool coroutines; /* false once thread 0 has finished without a barrier */
@@ -95,6 +179,8 @@ size_t scheduler_size = 0;
     abort();
 }
 
+/* A thread's first frame: it runs the kernel, then hands its stack back to
+ * the scheduler for good. */
 void emu_entry(void) {
     emu_block *b = running;
 #if EMU_ASAN
@@ -105,7 +191,8 @@ void emu_entry(void) {
 #if EMU_ASAN
     __sanitizer_start_switch_fiber(NULL, scheduler_bottom, scheduler_size); /* this stack is done with */
 #endif
-    /* returns to uc_link: the scheduler */
+    emu_context_switch(&b->threads[b->current].context, &b->scheduler);
+    emu_abort("a finished thread was resumed");
 }
 
 /* Runs thread t until it reaches a barrier or finishes. */
@@ -116,9 +203,7 @@ void emu_resume(emu_block *b, unsigned int t) {
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, stacks[t].data(), EMU_STACK_BYTES);
 #endif
-    if (swapcontext(&b->scheduler, &b->threads[t].context) != 0) {
-        emu_abort("swapcontext failed");
-    }
+    emu_context_switch(&b->scheduler, &b->threads[t].context);
 #if EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #endif
@@ -126,14 +211,8 @@ void emu_resume(emu_block *b, unsigned int t) {
 
 void emu_start(emu_block *b, unsigned int t) {
     emu_thread &th = b->threads[t];
-    if (getcontext(&th.context) != 0) {
-        emu_abort("getcontext failed");
-    }
-    th.context.uc_stack.ss_sp = stacks[t].data();
-    th.context.uc_stack.ss_size = EMU_STACK_BYTES;
-    th.context.uc_link = &b->scheduler;
+    emu_context_make(&th.context, stacks[t].data(), EMU_STACK_BYTES, emu_entry);
     th.state = EMU_RUNNABLE;
-    makecontext(&th.context, emu_entry, 0);
 }
 
 /* The current thread waits at a barrier of its block. */
@@ -151,9 +230,7 @@ void emu_barrier(void) {
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, scheduler_bottom, scheduler_size);
 #endif
-    if (swapcontext(&b->threads[t].context, &b->scheduler) != 0) {
-        emu_abort("swapcontext failed");
-    }
+    emu_context_switch(&b->threads[t].context, &b->scheduler);
 #if EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, &scheduler_bottom, &scheduler_size);
 #endif
