@@ -59,3 +59,12 @@ else:
             f"opforge {info['version']} from {Path(opforge.__file__).parent} (isa {info['isa']}); "
             f"jax {jax.__version__}, XLA FFI API {oj.ffi_api_version()}; devices {devices}"
         )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests whose time is XLA compiling higher-order compositions (third
+    # order, jacfwd of jacrev, check_grads to second order) rather than
+    # opforge running: `make test-python-asan` leaves them out (-m "not
+    # heavy"); the unsanitized run, and the C suites under ASan, cover the
+    # rows they call.
+    config.addinivalue_line("markers", "heavy: compile-heavy; left out of the ASan run")

@@ -49,6 +49,7 @@ def test_gradients_match_jnp(dtype: Any, sa: Any, sb: Any, name: str) -> None:
         np.testing.assert_allclose(o, t, rtol=1e-5 if dtype == np.float32 else 1e-12)
 
 
+@pytest.mark.heavy
 def test_check_grads_second_order() -> None:
     """Both modes to second order: add, mul, and the gradient rows sum_to and
     mul_grad (whose own gradient and tangent rules close the recursion)."""
@@ -63,6 +64,7 @@ def test_check_grads_second_order() -> None:
                 modes=["fwd", "rev"])  # fmt: skip
 
 
+@pytest.mark.heavy
 def test_hessian_and_jvp_match_jnp() -> None:
     a, b = rand((3, 1), seed=12), rand((2, 1, 4), seed=13)
 

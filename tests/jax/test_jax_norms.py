@@ -119,6 +119,7 @@ def test_gradients_match_jax(dtype: Any) -> None:
             np.testing.assert_allclose(g, e, rtol=1e-3 if dtype == np.float32 else 1e-9, atol=1e-3 if dtype == np.float32 else 1e-10)
 
 
+@pytest.mark.heavy
 def test_forward_mode() -> None:
     """jax.jvp against jax.jvp of the jax.nn / jnp references; check_grads in
     forward mode; jax.hessian (forward over reverse) against the references'."""
@@ -203,6 +204,7 @@ SECOND_ORDER = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("order", SECOND_ORDER)
 def test_second_order_forward_and_mixed(order: str) -> None:
     """jax.jacfwd(jax.jacfwd(f)), jax.jacfwd(jax.jacrev(f)) and
@@ -216,6 +218,7 @@ def test_second_order_forward_and_mixed(order: str) -> None:
         _assert_trees_close(got, want, f"{order} of {name}", rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.heavy
 def test_second_order_check_grads() -> None:
     """check_grads in both modes to second order (JAX transposes tangent
     rules: it needs the second-order rows' tangent and gradient rules)."""
@@ -228,6 +231,7 @@ def _dot(a: Any, b: Any) -> jax.Array:
     return sum(jnp.vdot(p, q) for p, q in zip(a, b))  # type: ignore[return-value]
 
 
+@pytest.mark.heavy
 def test_third_order_through_the_second_order_rows() -> None:
     """Third order wherever the second-order rows are differentiated once
     more (their rules cover every output), contracted with random directions

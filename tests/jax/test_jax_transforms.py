@@ -24,6 +24,7 @@ def away_from_zero(shape: tuple[int, ...], dtype: Any, seed: int) -> jax.Array:
 # -- grad -----------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_check_grads_elementwise() -> None:
     """Every differentiable elementwise row, second order in both modes, on
     contiguous and transposed (non-contiguous) inputs."""
@@ -86,6 +87,7 @@ def test_check_grads_dense(activation: str, with_bias: bool) -> None:
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("activation", ["none", "relu"])
 def test_dense_hessian_matches_jnp(activation: str) -> None:
     x, w = away_from_zero((5, 4), np.float64, 10), away_from_zero((4, 3), np.float64, 11)
