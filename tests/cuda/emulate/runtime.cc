@@ -67,8 +67,9 @@ void opf_emu_set_thread(dim3 grid, dim3 block, unsigned int b, unsigned int t) {
  * On x86-64 a switch saves the callee-saved registers on the current stack
  * and moves to the other stack: a few instructions, where swapcontext makes
  * two system calls (for the signal mask) and, under ASan, clears the shadow
- * of the whole target stack on every switch. Elsewhere (or built with
- * -DOPF_EMU_UCONTEXT), ucontext. */
+ * of the whole target stack on every switch. (MXCSR and the x87 control
+ * word, callee-saved too, are left alone: no kernel changes them.)
+ * Elsewhere (or built with -DOPF_EMU_UCONTEXT), ucontext. */
 #if !EMU_UCONTEXT
 extern "C" void opf_emu_switch(void **save_sp, void *load_sp);
 __asm__(".pushsection .text\n"
