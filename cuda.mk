@@ -277,7 +277,7 @@ test-cuda-emu: $(EMU_TEST_BIN)
 	@echo "== $(strip $(EMU_RUN_ENV) $(EMU_TEST_BIN)) (the CUDA emulator)"
 	@$(EMU_RUN_ENV) $(EMU_TEST_BIN)
 
-# Under the sanitizers (five times slower) the quick set: every op, shape and
+# Under the sanitizers (three times slower) the quick set: every op, shape and
 # dtype, two of the six layouts a shape in turn (the full sweep ran above).
 test-cuda-emu-asan:
 	@$(MAKE) --no-print-directory EMU_BUILD=$(BUILD)/emu-asan EMU_RUN_ENV="env OPFORGE_TEST_QUICK=1" \
