@@ -72,6 +72,14 @@ def test_bench_runs_and_writes_json(bench_run: tuple[subprocess.CompletedProcess
     threads = machine["opforge_threads"]
     copy_roof = result["limits"]["copy_roof_gbs"]
     assert set(copy_roof) == {"1", str(threads)} and all(v > 0 for v in copy_roof.values())
+    # the transformer ops' roof: copies of their own [8, 64], not of the elementwise section's 4096 elements
+    transformer_roof = result["limits"]["transformer_copy_roof_gbs"]
+    assert set(transformer_roof) == {"1", str(threads)} and all(v > 0 for v in transformer_roof.values())
+    copies = [m for m in result["limits"]["measurements"] if m["kind"] == "copy"]
+    assert {m["elements"] for m in copies} == {4096, 8 * 64}
+    for roof, elements in ((copy_roof, 4096), (transformer_roof, 8 * 64)):
+        for t, value in roof.items():
+            assert value == max(m["value"] for m in copies if m["elements"] == elements and m["threads"] == int(t))
     if machine["fma_probe_isas"]:
         assert set(result["limits"]["fma_peak_gflops"]) == {"float32", "float64"}
     assert {m["round"] for m in result["limits"]["measurements"]} == {1, 2, 3}  # before each worker, after the last
@@ -102,7 +110,8 @@ def test_bench_runs_and_writes_json(bench_run: tuple[subprocess.CompletedProcess
     for entry in transformer:
         assert entry["shape"] == [8, 64] and entry["dtype"] == "float32" and entry["check_ok"]
         assert entry["pass"] == ("backward" if entry["op"].endswith("_grad") else "forward")
-        assert entry["bytes"] == tr.STREAMS[entry["op"]] * 8 * 64 * 4 and entry["gbs"] > 0 and entry["vs_copy"] > 0
+        assert entry["bytes"] == tr.STREAMS[entry["op"]] * 8 * 64 * 4 and entry["gbs"] > 0
+        assert entry["vs_copy"] == entry["gbs"] / transformer_roof[str(entry["threads"] or threads)]
         if entry["impl"] == "opforge" and entry.get("in_cache_s") is not None:  # None: lost in noise
             assert entry["in_cache_s"] > 0 and entry["vs_bound"] == entry["bound_s"] / entry["best_s"]
         else:

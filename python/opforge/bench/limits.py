@@ -9,7 +9,13 @@ loops of ``opforge._probe`` (probe.c): copy bandwidth and FMA peak.
   best of the variants: non-temporal stores skip the read-for-ownership of the
   destination, so they can beat plain stores, and opforge uses them for large
   outputs. It is a reference, not a hard bound: an op with more reads per
-  write (add) can exceed it, as STREAM's add exceeds its copy.
+  write (add) can exceed it, as STREAM's add exceeds its copy. It is
+  measured at each size the run compares with it (the elementwise section's
+  elements, and the transformer section's N x M): a copy whose buffers fit
+  in a large last-level cache in part runs faster than one that does not,
+  so a roof measured at another size would not be the roof of that size's
+  ops (on an Intel Xeon with a 300 MiB L3, 16M float32 copied at 24-26 GB/s
+  and 32M at 20 on one thread).
 - FMA peak: independent FMA chains (probe.c explains how many), per ISA level
   the CPU has (avx2: 256-bit, avx512: 512-bit), float32 and float64, on 1 and
   N threads. Each run is calibrated to last about ``target_s``. The *peak* for
@@ -82,6 +88,7 @@ class Limit:
     timing: Timing
     work: float  # bytes or flops per run
     round: int = 1  # rounds are measured before each worker process and after the last
+    elements: int = 0  # copy: float32 elements copied (0 for fma)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +100,7 @@ class Limit:
             "value": self.value,
             "unit": self.unit,
             "work_per_run": self.work,
+            "elements": self.elements,
             **self.timing.as_json(),
         }
 
@@ -102,7 +110,7 @@ def measure_copy(elements: int, thread_counts: list[int], repeats: int, budget_s
     """Copy bandwidth of every variant the machine runs, per thread count."""
     probe = _probe()
     lib, ffi = probe.lib, probe.ffi
-    nbytes = max(128, (4 * elements + 127) // 128 * 128)  # probe.c copies 128-byte blocks
+    nbytes = 4 * copy_elements(elements)  # probe.c copies 128-byte blocks
     src = ffi.gc(lib.opfp_buffer_new(nbytes), lib.opfp_buffer_free)
     dst = ffi.gc(lib.opfp_buffer_new(nbytes), lib.opfp_buffer_free)
     if src == ffi.NULL or dst == ffi.NULL:
@@ -117,7 +125,8 @@ def measure_copy(elements: int, thread_counts: list[int], repeats: int, budget_s
                                  min_time_s)
             gbs = 2 * nbytes / timing.best_s / 1e9
             progress.end(f"{gbs:8.1f} GB/s")
-            limits.append(Limit("copy", name, "float32", threads, gbs, "GB/s", timing, 2.0 * nbytes, round_))
+            limits.append(Limit("copy", name, "float32", threads, gbs, "GB/s", timing, 2.0 * nbytes, round_,
+                                nbytes // 4))
     return limits
 
 
@@ -154,11 +163,20 @@ def _calibrate(run: Any, target_s: float) -> int:
         iterations *= 4
 
 
-def roofs(limits: list[Limit]) -> dict[str, dict[str, dict[int, float]]]:
+def copy_elements(elements: int) -> int:
+    """The float32 elements measure_copy copies when asked for ``elements``
+    (whole 128-byte blocks)."""
+    return max(128, (4 * elements + 127) // 128 * 128) // 4
+
+
+def roofs(limits: list[Limit], copy_size: Optional[int] = None) -> dict[str, dict[str, dict[int, float]]]:
     """The best value per kind, dtype and thread count (over variants and rounds):
-    ``{"copy": {"float32": {1: GB/s, N: GB/s}}, "fma": {"float32": {...}, "float64": {...}}}``."""
+    ``{"copy": {"float32": {1: GB/s, N: GB/s}}, "fma": {"float32": {...}, "float64": {...}}}``;
+    the copies only of ``copy_size`` elements where given."""
     best: dict[str, dict[str, dict[int, float]]] = {"copy": {}, "fma": {}}
     for limit in limits:
+        if limit.kind == "copy" and copy_size is not None and limit.elements != copy_elements(copy_size):
+            continue
         per_thread = best[limit.kind].setdefault(limit.dtype, {})
         per_thread[limit.threads] = max(per_thread.get(limit.threads, 0.0), limit.value)
     return best

@@ -88,7 +88,9 @@ def write_png(result: dict[str, Any], path: Path) -> str:
     _finish(right, "GFLOP/s", "Dense relu(x @ w + b), N x K x M")
     if transformer:
         _bars(axes[2], transformer, list(dict.fromkeys(e["op"] for e in transformer)), lambda e: e["op"], "gbs")
-        _roof_line(axes[2], copy_roof.get(str(max_threads)), f"copy roof, {max_threads} threads", "-", "black")
+        transformer_roof = result["limits"].get("transformer_copy_roof_gbs", copy_roof)
+        _roof_line(axes[2], transformer_roof.get(str(max_threads)), f"copy roof, {max_threads} threads", "-",
+                   "black")
         n, m = transformer[0]["shape"]
         _finish(axes[2], "GB/s ([N, M] arrays read + written)", f"Transformer ops, float32 [{n}, {m}]")
     machine = result["machine"]

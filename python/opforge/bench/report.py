@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 from typing import Any, Optional, Sequence
 
 from . import limits as limits_mod
@@ -93,8 +94,12 @@ def _add_bounds(entries: list[dict[str, Any]], copy_roof: dict[str, float]) -> N
 def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace, measured: list[limits_mod.Limit],
           workers: list[dict[str, Any]], wall_s: float, fma_target_s: float) -> dict[str, Any]:
     """The JSON document of a run, with every ratio computed."""
-    best = limits_mod.roofs(measured)
+    best = limits_mod.roofs(measured, settings.elements)
     copy_roof = {str(t): v for t, v in best["copy"].get("float32", {}).items()}
+    transformer_roof = copy_roof
+    if settings.transformer_shape:
+        at_shape = limits_mod.roofs(measured, math.prod(settings.transformer_shape))["copy"].get("float32", {})
+        transformer_roof = {str(t): v for t, v in at_shape.items()}
     peaks = {dtype: {str(t): v for t, v in per.items()} for dtype, per in best["fma"].items()}
     sections: dict[str, list[dict[str, Any]]] = {"elementwise": [], "dense": [], "transformer": []}
     skipped: list[dict[str, Any]] = []
@@ -110,8 +115,8 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
         errors += worker["errors"]
     all_threads = int(machine["opforge_threads"])
     _add_ratios(sections["elementwise"], "op", "gbs", {"float32": copy_roof}, "copy", all_threads)
-    _add_ratios(sections["transformer"], "op", "gbs", {"float32": copy_roof}, "copy", all_threads)
-    _add_bounds(sections["transformer"], copy_roof)
+    _add_ratios(sections["transformer"], "op", "gbs", {"float32": transformer_roof}, "copy", all_threads)
+    _add_bounds(sections["transformer"], transformer_roof)
     _add_ratios(sections["dense"], "shape", "gflops", peaks, "peak", all_threads)
     return {
         "schema": SCHEMA,
@@ -128,7 +133,8 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
         ],
         "limits": {
             "measurements": [limit.as_json() for limit in measured],
-            "copy_roof_gbs": copy_roof,
+            "copy_roof_gbs": copy_roof,  # at the elementwise section's size
+            "transformer_copy_roof_gbs": transformer_roof,  # at the transformer section's [N, M]
             "fma_peak_gflops": peaks,
         },
         **sections,
@@ -191,24 +197,35 @@ def _limits_text(result: dict[str, Any]) -> list[str]:
     def row(label: str, pick: Any, fmt: str) -> None:
         rows.append([label, *(fmt.format(v) if (v := pick(t)) is not None else "—" for t in thread_counts)])
 
-    def value_of(kind: str, variant: str, dtype: str, threads: int) -> Optional[float]:
+    def value_of(kind: str, variant: str, dtype: str, threads: int, elements: int = 0) -> Optional[float]:
         """The best of the rounds."""
         values = [float(m["value"]) for m in measurements
-                  if (m["kind"], m["variant"], m["dtype"], m["threads"]) == (kind, variant, dtype, threads)]
+                  if (m["kind"], m["variant"], m["dtype"], m["threads"], m.get("elements", 0))
+                  == (kind, variant, dtype, threads, elements)]
         return max(values) if values else None
 
-    for variant in dict.fromkeys(m["variant"] for m in measurements if m["kind"] == "copy"):
-        row(f"copy, {COPY_LABELS.get(variant, variant)} (GB/s)", lambda t: value_of("copy", variant, "float32", t),
-            "{:.1f}")
-    row("copy roof: best of these (GB/s)", lambda t: result["limits"]["copy_roof_gbs"].get(str(t)), "{:.1f}")
+    roofs = {"copy_roof_gbs": result["settings"]["elements"]}
+    shape = result["settings"].get("transformer_shape")
+    if shape:
+        roofs["transformer_copy_roof_gbs"] = math.prod(shape)
+    sizes = sorted({m["elements"] for m in measurements if m["kind"] == "copy"})
+    for elements in sizes:
+        of = f" of {elements}" if len(sizes) > 1 else ""
+        for variant in dict.fromkeys(m["variant"] for m in measurements if m["kind"] == "copy"):
+            row(f"copy{of}, {COPY_LABELS.get(variant, variant)} (GB/s)",
+                lambda t: value_of("copy", variant, "float32", t, elements), "{:.1f}")
+        for key, size in roofs.items():
+            if limits_mod.copy_elements(size) == elements:
+                what = "transformer ops" if key.startswith("transformer") else "elementwise ops"
+                row(f"copy roof{of}: best of these, for the {what} (GB/s)",
+                    lambda t: result["limits"][key].get(str(t)), "{:.1f}")
     for m in measurements:
         if m["kind"] == "fma" and m["threads"] == thread_counts[0] and m["round"] == 1:
             row(f"FMA peak, {m['dtype']} {m['variant']} (GFLOP/s)",
                 lambda t: value_of("fma", m["variant"], m["dtype"], t), "{:.1f}")
-    elements = result["settings"]["elements"]
     rounds = len({m["round"] for m in measurements})
     return [f"Machine limits (measured by this run in {rounds} rounds, before each worker and after the last: "
-            f"the best; copies of {elements} float32)",
+            f"the best; copies of {' and '.join(map(str, sizes))} float32)",
             *table(headers, rows, [False] + [True] * len(thread_counts))]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import site
 import subprocess
@@ -236,8 +237,13 @@ def measure_limits(settings: Settings, thread_counts: list[int], fma_target_s: f
         return []
     progress.note(f"machine limits, round {round_}")
     repeats = max(LIMIT_REPEATS, settings.repeats)
-    return (limits_mod.measure_copy(settings.elements, thread_counts, repeats, settings.budget_s,
-                                    settings.min_time_s, progress, round_)
+    # The copy roof of each section at its own size (limits.py says why): the
+    # elementwise section's elements and the transformer section's [N, M].
+    sizes = [settings.elements] + ([math.prod(settings.transformer_shape)] if settings.transformer_shape else [])
+    copies = [limit for elements in dict.fromkeys(map(limits_mod.copy_elements, sizes))
+              for limit in limits_mod.measure_copy(elements, thread_counts, repeats, settings.budget_s,
+                                                   settings.min_time_s, progress, round_)]
+    return (copies
             + limits_mod.measure_fma(thread_counts, repeats, settings.budget_s, settings.min_time_s, fma_target_s,
                                      progress, round_))
 
