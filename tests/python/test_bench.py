@@ -112,8 +112,15 @@ def test_bench_runs_and_writes_json(bench_run: tuple[subprocess.CompletedProcess
         assert entry["pass"] == ("backward" if entry["op"].endswith("_grad") else "forward")
         assert entry["bytes"] == tr.STREAMS[entry["op"]] * 8 * 64 * 4 and entry["gbs"] > 0
         assert entry["vs_copy"] == entry["gbs"] / transformer_roof[str(entry["threads"] or threads)]
+        if entry["impl"] == "opforge":  # a copy of the same [8, 64] timed beside each run, on its threads
+            assert entry["copy_beside_gbs"] > 0
+            assert entry["vs_copy_beside"] == entry["gbs"] / entry["copy_beside_gbs"]
+        else:
+            assert "copy_beside_gbs" not in entry and "vs_copy_beside" not in entry
         if entry["impl"] == "opforge" and entry.get("in_cache_s") is not None:  # None: lost in noise
             assert entry["in_cache_s"] > 0 and entry["vs_bound"] == entry["bound_s"] / entry["best_s"]
+            assert entry["bound_s"] == max(entry["bytes"] / (entry["copy_beside_gbs"] * 1e9),
+                                           entry["in_cache_s"] / entry["threads"])
         else:
             assert entry.get("in_cache_s") is None and "vs_bound" not in entry
         if entry["op"] in NUMPY_TRANSFORMER_OPS:

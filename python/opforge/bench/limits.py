@@ -130,6 +130,32 @@ def measure_copy(elements: int, thread_counts: list[int], repeats: int, budget_s
     return limits
 
 
+class Copier:
+    """Copies of ``elements`` float32 between two buffers of its own, in every
+    variant the machine runs (the copy roof's), as native callables that
+    return their seconds: for timing beside an op (measure.time_with_copies)."""
+
+    def __init__(self, elements: int) -> None:
+        probe = _probe()
+        self._lib, ffi = probe.lib, probe.ffi
+        self.elements = copy_elements(elements)
+        self._bytes = 4 * self.elements
+        self._src = ffi.gc(self._lib.opfp_buffer_new(self._bytes), self._lib.opfp_buffer_free)
+        self._dst = ffi.gc(self._lib.opfp_buffer_new(self._bytes), self._lib.opfp_buffer_free)
+        if self._src == ffi.NULL or self._dst == ffi.NULL:
+            raise MemoryError(f"opforge bench: cannot allocate two copy buffers of {self._bytes} bytes")
+        self._kinds = [kind for kind in COPY_VARIANTS.values() if self._lib.opfp_copy_available(kind)]
+
+    def runs(self, threads: int) -> list[Any]:
+        """One callable per copy variant, on ``threads`` threads."""
+        return [lambda kind=kind: self._lib.opfp_copy_seconds(kind, self._dst, self._src, self._bytes, threads)
+                for kind in self._kinds]
+
+    def gbs(self, seconds: float) -> float:
+        """A copy's bandwidth (bytes read + written per second, in GB/s)."""
+        return 2 * self._bytes / seconds / 1e9
+
+
 def measure_fma(thread_counts: list[int], repeats: int, budget_s: float, min_time_s: float, target_s: float,
                 progress: Progress, round_: int = 1) -> list[Limit]:
     """FMA peak per ISA level the CPU has, per dtype and thread count."""

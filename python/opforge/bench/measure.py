@@ -75,6 +75,29 @@ def time_best_of(fn: Callable[[], Any], repeats: int, budget_s: float, min_time_
     return _sample(run_once, repeats, budget_s, min_time_s)
 
 
+def time_with_copies(fn: Callable[[], Any], copies: list[Callable[[], float]], repeats: int, budget_s: float,
+                     min_time_s: float = 0.0) -> tuple[Timing, Timing]:
+    """Times fn as time_best_of does and, after each of its runs, each native
+    copy of ``copies`` once (seconds_of_run callables, as time_native's), so
+    that fn and the copies meet the same moments of a shared machine. Returns
+    fn's Timing and the copies': one sample per run of fn, the fastest copy
+    of that round."""
+    copy_samples: list[float] = []
+
+    def run_once() -> tuple[float, Any]:
+        start = time.perf_counter()
+        result = fn()
+        seconds = time.perf_counter() - start
+        copy_seconds = [copy() for copy in copies]
+        if min(copy_seconds) < 0:
+            raise RuntimeError("the native probe could not run")
+        copy_samples.append(min(copy_seconds))
+        return seconds, result
+
+    timing = _sample(run_once, repeats, budget_s, min_time_s)
+    return timing, Timing(copy_samples[1:], copy_samples[0])
+
+
 def time_native(seconds_of_run: Callable[[], float], repeats: int, budget_s: float, min_time_s: float = 0.0) -> Timing:
     """Like time_best_of for a native loop that reports its own wall time
     (seconds; negative on failure, which raises RuntimeError)."""

@@ -25,7 +25,8 @@ import numpy as np
 
 from . import transformer as tr
 from .frameworks import ELTWISE_OPS, ELTWISE_STREAMS, IMPLEMENTATIONS, SCALE_ALPHA, Implementation
-from .measure import Progress, Timing, time_best_of
+from . import limits
+from .measure import Progress, Timing, time_best_of, time_with_copies
 
 Shape = tuple[int, int, int]  # dense (N, K, M): x [N,K] @ w [K,M]
 
@@ -112,6 +113,7 @@ class Worker:
         self.result = WorkerResult(impl.name, impl.builtin, impl.version(), level, pinned)
         self.all_threads = impl.threads("dense") if not impl.builtin else None
         self._cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self._copier: Optional[limits.Copier] = None  # the transformer section's copies, timed beside its ops
 
     def label(self) -> str:
         if self.result.pinned:
@@ -145,6 +147,17 @@ class Worker:
         timing = time_best_of(runner, self.settings.repeats, self.settings.budget_s, self.settings.min_time_s)
         self.progress.end(f"{unit_work / timing.best_s / 1e9:8.1f} {unit}")
         return timing
+
+    def _time_beside_copies(self, what: str, runner: Any, unit_work: float, copier: limits.Copier,
+                            threads: int) -> tuple[Timing, float]:
+        """_time, with a copy of copier's size after each run (every variant,
+        on the same threads): the op's Timing and the copies' best GB/s."""
+        self.progress.begin(f"{self.label()}: {what}")
+        timing, copies = time_with_copies(runner, copier.runs(threads), self.settings.repeats,
+                                          self.settings.budget_s, self.settings.min_time_s)
+        copy_gbs = copier.gbs(copies.best_s)
+        self.progress.end(f"{unit_work / timing.best_s / 1e9:8.1f} GB/s (copy beside it: {copy_gbs:.1f} GB/s)")
+        return timing, copy_gbs
 
     def _record(self, entry: dict[str, Any], timing: Timing, error: float, dtype: str) -> None:
         entry.update(timing.as_json())
@@ -245,10 +258,15 @@ class Worker:
             return
         nbytes = tr.STREAMS[op] * data.x.nbytes
         in_cache = None if self.impl.builtin else self._in_cache_time(op, shape)
+        copier = None if self.impl.builtin else self._copier_of(data.x.size)
         for threads in self.thread_counts():
             self._set_threads(threads)
             what = f"{op} float32 {shape[0]}x{shape[1]}" + (f", {threads} thread(s)" if threads else "")
-            timing = self._time(what, runner, nbytes, "GB/s")
+            copy_gbs = None
+            if copier is not None and threads is not None:
+                timing, copy_gbs = self._time_beside_copies(what, runner, nbytes, copier, threads)
+            else:
+                timing = self._time(what, runner, nbytes, "GB/s")
             outputs = timing.result if isinstance(timing.result, (tuple, list)) else (timing.result,)
             error = tr.check(data, [self.impl.to_numpy(o) for o in outputs])
             entry = {
@@ -265,8 +283,22 @@ class Worker:
             }
             if in_cache is not None:
                 entry["in_cache_s"] = in_cache
+            if copy_gbs is not None:
+                entry["copy_beside_gbs"] = copy_gbs
             self._record(entry, timing, error, "float32")
         self._set_threads(self.all_threads)
+
+    def _copier_of(self, elements: int) -> Optional[limits.Copier]:
+        """The copies timed beside opforge's transformer ops: of their [N, M]
+        float32, so that each op's share of the copy roof compares two
+        measurements of one moment (on a shared machine the bandwidth moves by
+        tens of percent between the limits' rounds and an op's runs). None
+        without the probe."""
+        if not limits.probe_available():
+            return None
+        if self._copier is None or self._copier.elements != limits.copy_elements(elements):
+            self._copier = limits.Copier(elements)
+        return self._copier
 
     def _in_cache_time(self, op: str, shape: tuple[int, int]) -> Optional[float]:
         """The op's arithmetic floor: seconds per [N, M] call on one thread,
