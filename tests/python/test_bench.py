@@ -92,6 +92,11 @@ def test_bench_runs_and_writes_json(bench_run: tuple[subprocess.CompletedProcess
             assert ("opforge", op, dtype, threads) in keys and ("opforge", op, dtype, 1) in keys
     for entry in eltwise:
         assert entry["elements"] == 4096 and entry["gbs"] > 0 and entry["check_ok"]
+        if entry["impl"] == "opforge":  # a copy of the input's bytes timed beside each run
+            assert entry["copy_beside_gbs"] > 0
+            assert entry["vs_copy_beside"] == entry["gbs"] / entry["copy_beside_gbs"]
+        else:
+            assert "copy_beside_gbs" not in entry and "vs_copy_beside" not in entry
         assert entry["vs_copy"] > 0 and entry["vs_best_builtin"] > 0 and entry["best_builtin"] == "numpy"
         assert 1 <= len(entry["samples_s"]) <= 2 and entry["best_s"] == min(entry["samples_s"])
 

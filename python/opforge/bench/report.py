@@ -118,7 +118,7 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
     _add_ratios(sections["elementwise"], "op", "gbs", {"float32": copy_roof}, "copy", all_threads)
     _add_ratios(sections["transformer"], "op", "gbs", {"float32": transformer_roof}, "copy", all_threads)
     _add_bounds(sections["transformer"], transformer_roof)
-    for entry in sections["transformer"]:
+    for entry in sections["elementwise"] + sections["transformer"]:
         if entry.get("copy_beside_gbs"):
             entry["vs_copy_beside"] = entry["gbs"] / entry["copy_beside_gbs"]
     _add_ratios(sections["dense"], "shape", "gflops", peaks, "peak", all_threads)
@@ -238,12 +238,14 @@ def _eltwise_text(result: dict[str, Any]) -> list[str]:
     for dtype in dict.fromkeys(e["dtype"] for e in result["elementwise"]):
         entries = [e for e in result["elementwise"] if e["dtype"] == dtype]
         rows = [[e["op"], entry_label(e), _threads(e), f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
+                 _pct(e.get("vs_copy_beside")),
                  _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"])
                  + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
         lines += ["", f"Elementwise, {dtype}, {entries[0]['elements']} elements "
-                      "(GB/s = bytes read + written / time)",
-                  *table(["op", "implementation", "threads", "GB/s", "vs copy roof", "vs fastest built-in"], rows,
-                         [False, False, True, True, True, False])]
+                      "(GB/s = bytes read + written / time; vs copy beside = vs a copy of the input's bytes timed "
+                      "after each of the op's runs, on its threads: opforge only)",
+                  *table(["op", "implementation", "threads", "GB/s", "vs copy roof", "vs copy beside",
+                          "vs fastest built-in"], rows, [False, False, True, True, True, True, False])]
     return lines
 
 

@@ -148,15 +148,18 @@ class Worker:
         self.progress.end(f"{unit_work / timing.best_s / 1e9:8.1f} {unit}")
         return timing
 
-    def _time_beside_copies(self, what: str, runner: Any, unit_work: float, copier: limits.Copier,
-                            threads: int) -> tuple[Timing, float]:
-        """_time, with a copy of copier's size after each run (every variant,
-        on the same threads): the op's Timing and the copies' best GB/s."""
+    def _time_maybe_beside(self, what: str, runner: Any, nbytes: float, copier: Optional[limits.Copier],
+                           threads: Optional[int]) -> tuple[Timing, Optional[float]]:
+        """_time of an op that moves nbytes, with a copy of copier's size after
+        each run (every variant, on the same threads) where there is a copier:
+        the op's Timing and the copies' best GB/s (None without copies)."""
+        if copier is None or threads is None:
+            return self._time(what, runner, nbytes, "GB/s"), None
         self.progress.begin(f"{self.label()}: {what}")
         timing, copies = time_with_copies(runner, copier.runs(threads), self.settings.repeats,
                                           self.settings.budget_s, self.settings.min_time_s)
         copy_gbs = copier.gbs(copies.best_s)
-        self.progress.end(f"{unit_work / timing.best_s / 1e9:8.1f} GB/s (copy beside it: {copy_gbs:.1f} GB/s)")
+        self.progress.end(f"{nbytes / timing.best_s / 1e9:8.1f} GB/s (copy beside it: {copy_gbs:.1f} GB/s)")
         return timing, copy_gbs
 
     def _record(self, entry: dict[str, Any], timing: Timing, error: float, dtype: str) -> None:
@@ -193,12 +196,14 @@ class Worker:
         x, b = _eltwise_inputs(n, dtype)
         out = np.empty_like(x)
         out.fill(0)  # touch every page once, before timing
+        copier = None if self.impl.builtin else self._copier_of(x.nbytes // 4)
         for op in ELTWISE_OPS:
             nbytes = ELTWISE_STREAMS[op] * x.nbytes
             for threads in self.thread_counts():
                 self._set_threads(threads)
                 what = f"{op} {dtype} {n}" + (f", {threads} thread(s)" if threads else "")
-                timing = self._time(what, self.impl.eltwise(op, x, b, out), nbytes, "GB/s")
+                timing, copy_gbs = self._time_maybe_beside(what, self.impl.eltwise(op, x, b, out), nbytes, copier,
+                                                           threads)
                 error = _eltwise_check(op, x, b, self.impl.to_numpy(timing.result))
                 entry = {
                     "section": "elementwise",
@@ -211,6 +216,8 @@ class Worker:
                     "bytes": nbytes,
                     "gbs": nbytes / timing.best_s / 1e9,
                 }
+                if copy_gbs is not None:
+                    entry["copy_beside_gbs"] = copy_gbs
                 self._record(entry, timing, error, dtype)
         self._set_threads(self.all_threads)
 
@@ -262,11 +269,7 @@ class Worker:
         for threads in self.thread_counts():
             self._set_threads(threads)
             what = f"{op} float32 {shape[0]}x{shape[1]}" + (f", {threads} thread(s)" if threads else "")
-            copy_gbs = None
-            if copier is not None and threads is not None:
-                timing, copy_gbs = self._time_beside_copies(what, runner, nbytes, copier, threads)
-            else:
-                timing = self._time(what, runner, nbytes, "GB/s")
+            timing, copy_gbs = self._time_maybe_beside(what, runner, nbytes, copier, threads)
             outputs = timing.result if isinstance(timing.result, (tuple, list)) else (timing.result,)
             error = tr.check(data, [self.impl.to_numpy(o) for o in outputs])
             entry = {
@@ -289,11 +292,11 @@ class Worker:
         self._set_threads(self.all_threads)
 
     def _copier_of(self, elements: int) -> Optional[limits.Copier]:
-        """The copies timed beside opforge's transformer ops: of their [N, M]
-        float32, so that each op's share of the copy roof compares two
-        measurements of one moment (on a shared machine the bandwidth moves by
-        tens of percent between the limits' rounds and an op's runs). None
-        without the probe."""
+        """The copies timed beside opforge's elementwise and transformer ops:
+        of ``elements`` float32 (the bytes of the op's input), so that each
+        op's share of the copy roof compares two measurements of one moment
+        (on a shared machine the bandwidth moves by tens of percent between
+        the limits' rounds and an op's runs). None without the probe."""
         if not limits.probe_available():
             return None
         if self._copier is None or self._copier.elements != limits.copy_elements(elements):
