@@ -1,12 +1,13 @@
 """The PNG of ``opforge bench`` (matplotlib, Agg backend; optional).
 
-Two panels, at the all-threads setting of each implementation:
+Two or three panels, at the all-threads setting of each implementation:
 
 - elementwise GB/s, bars per op and dtype, one per implementation, with the
   copy roof at all threads (solid) and at 1 thread (dashed) as lines;
 - dense GFLOP/s, bars per shape and dtype, one per implementation, with the
   FMA peaks (float32 and float64, all threads) as lines;
-- if measured, the transformer ops' GB/s, bars per op, with the copy roof.
+- if measured, the transformer ops' GB/s, bars per op, with the copy roof of
+  their [N, M].
 """
 
 from __future__ import annotations

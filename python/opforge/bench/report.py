@@ -4,7 +4,11 @@ Ratios (all measured in the same run):
 
 - elementwise GB/s / the copy roof at the same thread count (limits.py);
 - transformer ops: GB/s (the [N, M] arrays read and written, transformer.py's
-  STREAMS) / the copy roof, i.e. a copy's time of the same bytes / the op's;
+  STREAMS) / the copy roof of [N, M] float32, i.e. a copy's time of the same
+  bytes / the op's;
+- opforge's elementwise and transformer rows also / the copy timed beside
+  them (vs_copy_beside: a copy of the input's bytes after each of the op's
+  runs, on its threads; worker.py), which the transformer rows' bound uses;
 - dense GFLOP/s / the FMA peak for its dtype at the same thread count;
 - each / the fastest built-in (any framework) on the same op, dtype and
   size: for the transformer ops, the fastest built-in's time / opforge's.
