@@ -105,35 +105,12 @@ class Limit:
         }
 
 
-def measure_copy(elements: int, thread_counts: list[int], repeats: int, budget_s: float, min_time_s: float,
-                 progress: Progress, round_: int = 1) -> list[Limit]:
-    """Copy bandwidth of every variant the machine runs, per thread count."""
-    probe = _probe()
-    lib, ffi = probe.lib, probe.ffi
-    nbytes = 4 * copy_elements(elements)  # probe.c copies 128-byte blocks
-    src = ffi.gc(lib.opfp_buffer_new(nbytes), lib.opfp_buffer_free)
-    dst = ffi.gc(lib.opfp_buffer_new(nbytes), lib.opfp_buffer_free)
-    if src == ffi.NULL or dst == ffi.NULL:
-        raise MemoryError(f"opforge bench: cannot allocate two copy buffers of {nbytes} bytes")
-    limits = []
-    for name, kind in COPY_VARIANTS.items():
-        if not lib.opfp_copy_available(kind):
-            continue
-        for threads in thread_counts:
-            progress.begin(f"copy {nbytes // 4} float32, {COPY_LABELS[name]}, {threads} thread(s)")
-            timing = time_native(lambda: lib.opfp_copy_seconds(kind, dst, src, nbytes, threads), repeats, budget_s,
-                                 min_time_s)
-            gbs = 2 * nbytes / timing.best_s / 1e9
-            progress.end(f"{gbs:8.1f} GB/s")
-            limits.append(Limit("copy", name, "float32", threads, gbs, "GB/s", timing, 2.0 * nbytes, round_,
-                                nbytes // 4))
-    return limits
-
-
 class Copier:
-    """Copies of ``elements`` float32 between two buffers of its own, in every
-    variant the machine runs (the copy roof's), as native callables that
-    return their seconds: for timing beside an op (measure.time_with_copies)."""
+    """Copies of ``elements`` float32 (whole 128-byte blocks, which probe.c
+    copies) between two buffers of its own, in every variant the machine
+    runs, as native callables that return their seconds: the copy roof's
+    runs (measure_copy) and the copies timed beside an op
+    (measure.time_with_copies)."""
 
     def __init__(self, elements: int) -> None:
         probe = _probe()
@@ -144,16 +121,37 @@ class Copier:
         self._dst = ffi.gc(self._lib.opfp_buffer_new(self._bytes), self._lib.opfp_buffer_free)
         if self._src == ffi.NULL or self._dst == ffi.NULL:
             raise MemoryError(f"opforge bench: cannot allocate two copy buffers of {self._bytes} bytes")
-        self._kinds = [kind for kind in COPY_VARIANTS.values() if self._lib.opfp_copy_available(kind)]
+        #: The variants this machine runs, by name (COPY_VARIANTS).
+        self.variants = {name: kind for name, kind in COPY_VARIANTS.items() if self._lib.opfp_copy_available(kind)}
+
+    def run(self, variant: str, threads: int) -> Any:
+        """One copy of a variant on ``threads`` threads, as a callable."""
+        kind = self.variants[variant]
+        return lambda: self._lib.opfp_copy_seconds(kind, self._dst, self._src, self._bytes, threads)
 
     def runs(self, threads: int) -> list[Any]:
         """One callable per copy variant, on ``threads`` threads."""
-        return [lambda kind=kind: self._lib.opfp_copy_seconds(kind, self._dst, self._src, self._bytes, threads)
-                for kind in self._kinds]
+        return [self.run(variant, threads) for variant in self.variants]
 
     def gbs(self, seconds: float) -> float:
         """A copy's bandwidth (bytes read + written per second, in GB/s)."""
         return 2 * self._bytes / seconds / 1e9
+
+
+def measure_copy(elements: int, thread_counts: list[int], repeats: int, budget_s: float, min_time_s: float,
+                 progress: Progress, round_: int = 1) -> list[Limit]:
+    """Copy bandwidth of every variant the machine runs, per thread count."""
+    copier = Copier(elements)
+    limits = []
+    for name in copier.variants:
+        for threads in thread_counts:
+            progress.begin(f"copy {copier.elements} float32, {COPY_LABELS[name]}, {threads} thread(s)")
+            timing = time_native(copier.run(name, threads), repeats, budget_s, min_time_s)
+            gbs = copier.gbs(timing.best_s)
+            progress.end(f"{gbs:8.1f} GB/s")
+            limits.append(Limit("copy", name, "float32", threads, gbs, "GB/s", timing, 8.0 * copier.elements,
+                                round_, copier.elements))
+    return limits
 
 
 def measure_fma(thread_counts: list[int], repeats: int, budget_s: float, min_time_s: float, target_s: float,

@@ -23,9 +23,9 @@ from typing import Any, Optional
 
 import numpy as np
 
+from . import limits
 from . import transformer as tr
 from .frameworks import ELTWISE_OPS, ELTWISE_STREAMS, IMPLEMENTATIONS, SCALE_ALPHA, Implementation
-from . import limits
 from .measure import Progress, Timing, time_best_of, time_with_copies
 
 Shape = tuple[int, int, int]  # dense (N, K, M): x [N,K] @ w [K,M]
@@ -113,7 +113,7 @@ class Worker:
         self.result = WorkerResult(impl.name, impl.builtin, impl.version(), level, pinned)
         self.all_threads = impl.threads("dense") if not impl.builtin else None
         self._cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        self._copier: Optional[limits.Copier] = None  # the transformer section's copies, timed beside its ops
+        self._copier: Optional[limits.Copier] = None  # the copies timed beside opforge's ops (_copier_of)
 
     def label(self) -> str:
         if self.result.pinned:
