@@ -242,7 +242,8 @@ static void opf_ew_stream_block(const opf_ew_job *job, int64_t pos, int64_t len,
         opf_ew_block_call(job, pos, len, out);
     }
     for (int32_t j = 0; j < job->num_out; j++) {
-        job->stream_copy((size_t)len * job->elem, out[j], job->base[job->num_in + j] + (size_t)pos * job->elem, fence);
+        job->stream_copy((size_t)len * job->elem, out[j], job->base[job->num_in + j] + (size_t)pos * job->elem, NULL, 0,
+                         fence);
     }
 }
 

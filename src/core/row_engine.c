@@ -176,15 +176,26 @@ static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call,
             len = at == 0 && head > 0 ? head + OPF_ROW_STREAM_BLOCK : OPF_ROW_STREAM_BLOCK;
             len = bytes - at < len ? bytes - at : len;
             out_done += len;
-            job->stream_copy(len, src + at, dst + at, fence && out_done == out_total);
-            /* The share of the next row's inputs that goes with this block. */
+            /* The share of the next row's inputs that goes with this block:
+             * the copy prefetches it among its stores (the part of it in the
+             * next input, where the share runs into one, after them). */
             const size_t pf_goal = (size_t)((double)pf_total * (double)out_done / (double)out_total);
-            for (; pf_done < pf_goal && pf < pf_count; pf_done += 64) {
-                __builtin_prefetch(pf_at[pf], 0, 2);
-                pf_at[pf] += 64;
-                pf_left[pf] = pf_left[pf] > 64 ? pf_left[pf] - 64 : 0;
+            const char *share = NULL;
+            size_t share_len = 0;
+            for (size_t want = pf_goal > pf_done ? pf_goal - pf_done : 0, take; want > 0 && pf < pf_count;
+                 want -= take) {
+                take = want < pf_left[pf] ? want : pf_left[pf];
+                for (size_t b = 0; share != NULL && b < take; b += 64) {
+                    __builtin_prefetch(pf_at[pf] + b, 0, 2);
+                }
+                share_len = share == NULL ? take : share_len;
+                share = share == NULL ? pf_at[pf] : share;
+                pf_at[pf] += take;
+                pf_left[pf] -= take;
+                pf_done += take;
                 pf += pf_left[pf] == 0;
             }
+            job->stream_copy(len, src + at, dst + at, share, share_len, fence && out_done == out_total);
         }
     }
 }

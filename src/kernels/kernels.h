@@ -36,10 +36,34 @@ typedef void (*opf_f64_gemm_ukernel)(size_t k, const double *a, int64_t rsa, int
                                      int accumulate, int apply_relu);
 
 /* Copies `bytes` from src to dst (no overlap), with non-temporal stores
- * where the ISA has them; `fence` after the last copy of a run orders the
- * streamed stores before later ones (a fence per block would wait for every
- * block to reach memory). */
-typedef void (*opf_copy_ukernel)(size_t bytes, const void *src, void *dst, int fence);
+ * where the ISA has them, and meanwhile prefetches [pf, pf + pf_bytes) into
+ * the L2 (the next data its caller will read; pf_bytes 0: none), a few lines
+ * after each few lines stored, so that memory reads while it writes: a
+ * burst of prefetches after a block of stores stalls the copy once the
+ * core's outstanding misses are used up. `fence` after the last copy of a
+ * run orders the streamed stores before later ones (a fence per block would
+ * wait for every block to reach memory). */
+typedef void (*opf_copy_ukernel)(size_t bytes, const void *src, void *dst, const void *pf, size_t pf_bytes, int fence);
+
+/* The prefetches of a copy ukernel: OPF_COPY_PREFETCH_BEGIN(pf, pf_bytes,
+ * steps) before its loop of `steps` iterations, OPF_COPY_PREFETCH_STEP() at
+ * the end of each (pf's lines spread evenly over them), and
+ * OPF_COPY_PREFETCH_END() after it (the lines left over). Integers only: a
+ * prefetch never faults, whatever its address. */
+#define OPF_COPY_PREFETCH_BEGIN(pf, pf_bytes, steps)                                                                   \
+    uintptr_t opf__pf = (uintptr_t)(pf);                                                                               \
+    const uintptr_t opf__pf_end = opf__pf + (pf_bytes);                                                                \
+    const size_t opf__steps = (steps), opf__lines = ((pf_bytes) + 63) / 64;                                            \
+    size_t opf__credit = 0;
+#define OPF_COPY_PREFETCH_STEP()                                                                                       \
+    for (opf__credit += opf__lines; opf__credit >= opf__steps && opf__pf < opf__pf_end; opf__credit -= opf__steps) {   \
+        __builtin_prefetch((const void *)opf__pf, 0, 2);                                                               \
+        opf__pf += 64;                                                                                                 \
+    }
+#define OPF_COPY_PREFETCH_END()                                                                                        \
+    for (; opf__pf < opf__pf_end; opf__pf += 64) {                                                                     \
+        __builtin_prefetch((const void *)opf__pf, 0, 2);                                                               \
+    }
 
 /* Bytes from p to the next 64-byte line (0 on a line). Streamed copies start
  * their blocks there: a line stored partly by plain stores and partly
@@ -65,7 +89,8 @@ typedef struct opf_gemm_f64_config {
 #include "gemm.inc"
 #undef OPF_GEMM_UKERNEL
 
-#define OPF_COPY_UKERNEL(isa, fn) void fn(size_t bytes, const void *src, void *dst, int fence);
+#define OPF_COPY_UKERNEL(isa, fn)                                                                                      \
+    void fn(size_t bytes, const void *src, void *dst, const void *pf, size_t pf_bytes, int fence);
 #include "copy.inc"
 #undef OPF_COPY_UKERNEL
 

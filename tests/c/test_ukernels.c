@@ -1,7 +1,8 @@
 /*
  * test_ukernels.c — every kernel, called directly: each per-ISA build of the
- * built-in table's elementwise kernels (found through the table), and every
- * GEMM micro-kernel of gemm.inc, against the scalar references.
+ * built-in table's elementwise kernels (found through the table), every
+ * GEMM micro-kernel of gemm.inc, against the scalar references, and every
+ * streaming copy of copy.inc.
  *
  * A new elementwise built-in needs only its reference in eltwise_refs (the
  * test fails until it has one). Kernels of an ISA the CPU lacks are skipped.
@@ -917,6 +918,77 @@ static void test_gemm_registry(void) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Streaming copies                                                          */
+/* ------------------------------------------------------------------------ */
+
+typedef struct copy_case {
+    const char *name;
+    opf_isa isa;
+    opf_copy_ukernel fn;
+} copy_case;
+
+static const copy_case copy_cases[] = {
+#define OPF_COPY_UKERNEL(isa, fn) {#fn, OPF_ISA_##isa, fn},
+#include "copy.inc"
+#undef OPF_COPY_UKERNEL
+};
+
+/* Every registered copy, at every offset of source and destination within
+ * a line and lengths around its blocks, with and without a prefetch range
+ * (the range's contents must not matter, its address may be anywhere: a
+ * prefetch never faults): the destination holds the source's bytes, and
+ * the bytes around it are untouched. */
+static void test_copy_registry(void) {
+    enum { MAX = 1200, PAD = 64 };
+    unsigned char *src = aligned_alloc(64, MAX + 128), *dst = aligned_alloc(64, MAX + 128 + 2 * PAD);
+    unsigned char *pf = aligned_alloc(64, 4096);
+    const size_t lengths[] = {0, 1, 31, 63, 64, 65, 127, 128, 255, 256, 257, 511, 700, 1024, 1100};
+    for (size_t c = 0; c < sizeof copy_cases / sizeof copy_cases[0]; c++) {
+        const copy_case *k = &copy_cases[c];
+        if (!opf_cpu_supports(k->isa)) {
+            harness_skip(k->name, "this CPU cannot run ISA level %s", opf_isa_name(k->isa));
+            continue;
+        }
+        harness_begin(k->name);
+        int failures = 0;
+        for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+            for (size_t so = 0; so < 64; so += 7) {
+                for (size_t d0 = 0; d0 < 64; d0 += 5) {
+                    const size_t len = lengths[li];
+                    for (size_t i = 0; i < len; i++) {
+                        src[so + i] = (unsigned char)(i * 31 + so + 1);
+                    }
+                    memset(dst, 0xA5, MAX + 128 + 2 * PAD);
+                    unsigned char *d = dst + PAD + d0;
+                    /* prefetch: none, a range of the page, or one past any mapping */
+                    const int mode = (int)((li + so + d0) % 3);
+                    const void *at = mode == 0   ? NULL
+                                     : mode == 1 ? (const void *)(pf + d0)
+                                                 : (const void *)(uintptr_t)64;
+                    const size_t pf_bytes = mode == 0 ? 0 : mode == 1 ? 4096 - d0 : 4096;
+                    k->fn(len, src + so, d, at, pf_bytes, (int)(len & 1));
+                    int ok = memcmp(d, src + so, len) == 0;
+                    for (size_t i = 0; i < PAD + d0; i++) {
+                        ok &= dst[i] == 0xA5;
+                    }
+                    for (size_t i = PAD + d0 + len; i < MAX + 128 + 2 * PAD; i++) {
+                        ok &= dst[i] == 0xA5;
+                    }
+                    if (!ok && failures++ < 5) {
+                        CHECK(0, "%s: %zu bytes from offset %zu to offset %zu: wrong bytes", k->name, len, so, d0);
+                    }
+                }
+            }
+        }
+        CHECK(failures == 0, "%s: %d copies wrong", k->name, failures);
+        harness_end();
+    }
+    free(src);
+    free(dst);
+    free(pf);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Dispatch                                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -996,6 +1068,7 @@ TEST(test_dispatch_gemm_configs) {
 int main(void) {
     test_eltwise_kernels();
     test_gemm_registry();
+    test_copy_registry();
     RUN_TEST(test_dispatch_levels);
     RUN_TEST(test_dispatch_gemm_configs);
     return harness_summary();
