@@ -61,12 +61,13 @@ typedef struct opf_row_arg {
     const opf_tensor *t;
     char *base;
     int batched;
-    int contiguous_rows; /* its rows are contiguous in memory */
-    int stream;          /* an output computed in scratch, then streamed to its contiguous row */
-    size_t scratch_at;   /* a row gathered or computed in scratch: its offset there (bytes) */
-    int64_t len;         /* elements of a row (or of the whole tensor) */
-    int32_t core;        /* dims after the batch dims */
-    size_t acc_at;       /* an unbatched output: its accumulator's offset in a block's (elements) */
+    int contiguous_rows;                /* its rows are contiguous in memory */
+    int stream;                         /* an output computed in scratch, then streamed to its contiguous row */
+    size_t scratch_at;                  /* a row gathered or computed in scratch: its offset there (bytes) */
+    int64_t len;                        /* elements of a row (or of the whole tensor) */
+    int32_t core;                       /* dims after the batch dims */
+    int64_t batch_stride[OPF_MAX_RANK]; /* a batched argument's strides along the batch dims (elements) */
+    size_t acc_at;                      /* an unbatched output: its accumulator's offset in a block's (elements) */
 } opf_row_arg;
 
 typedef struct opf_row_job {
@@ -131,7 +132,7 @@ static void opf_row_copy(const opf_row_job *job, const opf_row_arg *a, int64_t o
 static int64_t opf_row_offset(const opf_row_job *job, const opf_row_arg *a, const int64_t *index) {
     int64_t off = 0;
     for (int32_t d = 0; d < job->batch_rank; d++) {
-        off += index[d] * opf_tensor_stride(a->t, d);
+        off += index[d] * a->batch_stride[d];
     }
     return off;
 }
@@ -435,6 +436,9 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         }
         a->batched = (def->flags & OPF_ARG_BATCHED) != 0;
         a->core = a->batched ? a->t->ndim - job.batch_rank : a->t->ndim;
+        for (int32_t d = 0; a->batched && d < job.batch_rank; d++) {
+            a->batch_stride[d] = opf_tensor_stride(a->t, d);
+        }
         a->base = opf_tensor_base(a->t);
         a->len = 1;
         for (int32_t d = a->t->ndim - a->core; d < a->t->ndim; d++) {
