@@ -939,7 +939,7 @@ static const copy_case copy_cases[] = {
  * prefetch never faults): the destination holds the source's bytes, and
  * the bytes around it are untouched. */
 static void test_copy_registry(void) {
-    enum { MAX = 1200, PAD = 64 };
+    enum { MAX = 1216, PAD = 64 }; /* (aligned_alloc takes sizes that are multiples of 64) */
     unsigned char *src = aligned_alloc(64, MAX + 128), *dst = aligned_alloc(64, MAX + 128 + 2 * PAD);
     unsigned char *pf = aligned_alloc(64, 4096);
     const size_t lengths[] = {0, 1, 31, 63, 64, 65, 127, 128, 255, 256, 257, 511, 700, 1024, 1100};
