@@ -177,20 +177,21 @@ static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call,
             len = at == 0 && head > 0 ? head + OPF_ROW_STREAM_BLOCK : OPF_ROW_STREAM_BLOCK;
             len = bytes - at < len ? bytes - at : len;
             out_done += len;
-            /* The share of the next row's inputs that goes with this block:
-             * the copy prefetches it among its stores (the part of it in the
-             * next input, where the share runs into one, after them). */
+            /* The share of the next row's inputs that goes with this block. */
             const size_t pf_goal = (size_t)((double)pf_total * (double)out_done / (double)out_total);
             const char *share = NULL;
             size_t share_len = 0;
             for (size_t want = pf_goal > pf_done ? pf_goal - pf_done : 0, take; want > 0 && pf < pf_count;
                  want -= take) {
                 take = want < pf_left[pf] ? want : pf_left[pf];
-                for (size_t b = 0; share != NULL && b < take; b += 64) {
-                    __builtin_prefetch(pf_at[pf] + b, 0, 2);
+                if (share == NULL) { /* the copy prefetches it among its stores */
+                    share = pf_at[pf];
+                    share_len = take;
+                } else { /* the part in the next input, where the share runs into one: at once */
+                    for (size_t b = 0; b < take; b += 64) {
+                        __builtin_prefetch(pf_at[pf] + b, 0, 2);
+                    }
                 }
-                share_len = share == NULL ? take : share_len;
-                share = share == NULL ? pf_at[pf] : share;
                 pf_at[pf] += take;
                 pf_left[pf] -= take;
                 pf_done += take;

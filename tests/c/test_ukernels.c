@@ -939,8 +939,9 @@ static const copy_case copy_cases[] = {
  * prefetch never faults): the destination holds the source's bytes, and
  * the bytes around it are untouched. */
 static void test_copy_registry(void) {
-    enum { MAX = 1216, PAD = 64 }; /* (aligned_alloc takes sizes that are multiples of 64) */
-    unsigned char *src = aligned_alloc(64, MAX + 128), *dst = aligned_alloc(64, MAX + 128 + 2 * PAD);
+    /* (aligned_alloc takes sizes that are multiples of 64) */
+    enum { MAX = 1216, PAD = 64, DST_BYTES = MAX + 128 + 2 * PAD };
+    unsigned char *src = aligned_alloc(64, MAX + 128), *dst = aligned_alloc(64, DST_BYTES);
     unsigned char *pf = aligned_alloc(64, 4096);
     const size_t lengths[] = {0, 1, 31, 63, 64, 65, 127, 128, 255, 256, 257, 511, 700, 1024, 1100};
     for (size_t c = 0; c < sizeof copy_cases / sizeof copy_cases[0]; c++) {
@@ -958,7 +959,7 @@ static void test_copy_registry(void) {
                     for (size_t i = 0; i < len; i++) {
                         src[so + i] = (unsigned char)(i * 31 + so + 1);
                     }
-                    memset(dst, 0xA5, MAX + 128 + 2 * PAD);
+                    memset(dst, 0xA5, DST_BYTES);
                     unsigned char *d = dst + PAD + d0;
                     /* prefetch: none, a range of the page, or one past any mapping */
                     const int mode = (int)((li + so + d0) % 3);
@@ -971,7 +972,7 @@ static void test_copy_registry(void) {
                     for (size_t i = 0; i < PAD + d0; i++) {
                         ok &= dst[i] == 0xA5;
                     }
-                    for (size_t i = PAD + d0 + len; i < MAX + 128 + 2 * PAD; i++) {
+                    for (size_t i = PAD + d0 + len; i < DST_BYTES; i++) {
                         ok &= dst[i] == 0xA5;
                     }
                     if (!ok && failures++ < 5) {
