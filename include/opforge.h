@@ -1113,7 +1113,7 @@ OPF__REDUCE_FN(opf__max_f64, double, 32, -__builtin_inf(), (v > a || v != v) ? v
 
 /* The dot product: the lanes of opf_sum, each adding the products a[i] * b[i]. */
 #define OPF__DOT_FN(fn, type, lanes)                                                                                   \
-    OPF__REDUCE_INLINE type fn(int64_t n, const type *a, const type *b) {                                              \
+    OPF__REDUCE_INLINE type fn(int64_t n, const type *x, const type *y) {                                              \
         type acc[lanes];                                                                                               \
         for (int j = 0; j < lanes; j++) {                                                                              \
             acc[j] = 0;                                                                                                \
@@ -1121,17 +1121,18 @@ OPF__REDUCE_FN(opf__max_f64, double, 32, -__builtin_inf(), (v > a || v != v) ? v
         int64_t i = 0;                                                                                                 \
         for (; i + lanes <= n; i += lanes) {                                                                           \
             for (int j = 0; j < lanes; j++) {                                                                          \
-                acc[j] = acc[j] + a[i + j] * b[i + j];                                                                 \
+                acc[j] = acc[j] + x[i + j] * y[i + j];                                                                 \
             }                                                                                                          \
         }                                                                                                              \
-        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
-            for (int j = 0; j < h; j++) {                                                                              \
-                acc[j] = acc[j] + acc[j + h];                                                                          \
-            }                                                                                                          \
-        }                                                                                                              \
+        OPF__REDUCE_HALF(type, lanes, 32, a + v)                                                                       \
+        OPF__REDUCE_HALF(type, lanes, 16, a + v)                                                                       \
+        OPF__REDUCE_HALF(type, lanes, 8, a + v)                                                                        \
+        OPF__REDUCE_HALF(type, lanes, 4, a + v)                                                                        \
+        OPF__REDUCE_HALF(type, lanes, 2, a + v)                                                                        \
+        OPF__REDUCE_HALF(type, lanes, 1, a + v)                                                                        \
         type s = acc[0];                                                                                               \
         for (; i < n; i++) {                                                                                           \
-            s = s + a[i] * b[i];                                                                                       \
+            s = s + x[i] * y[i];                                                                                       \
         }                                                                                                              \
         return s;                                                                                                      \
     }

@@ -44,6 +44,27 @@ extern "C" {
 #define NORMS_SEQ_ONCE if (1)
 #define NORMS_TEAM_SUM(v) opf_team_sum(opf_team, v)
 
+/* acc[0] = acc[0 .. lanes) combined pairwise, COMBINE(a, b) for each pair:
+ * the halves lanes / 2, ..., 1 in turn, each of a constant size (a loop
+ * over the halves' sizes, which compilers do not unroll, turned each into a
+ * loop of scalar steps through memory: a quarter of softmax's time on rows
+ * of 64). */
+#define NORMS_HALF(acc, lanes, h, COMBINE)                                                                             \
+    if ((h) < (lanes)) {                                                                                               \
+        for (int j_ = 0; j_ < (h); j_++) {                                                                             \
+            (acc)[j_] = COMBINE((acc)[j_], (acc)[j_ + (h)]);                                                           \
+        }                                                                                                              \
+    }
+#define NORMS_PAIRWISE(acc, lanes, COMBINE)                                                                            \
+    NORMS_HALF(acc, lanes, 32, COMBINE)                                                                                \
+    NORMS_HALF(acc, lanes, 16, COMBINE)                                                                                \
+    NORMS_HALF(acc, lanes, 8, COMBINE)                                                                                 \
+    NORMS_HALF(acc, lanes, 4, COMBINE)                                                                                 \
+    NORMS_HALF(acc, lanes, 2, COMBINE)                                                                                 \
+    NORMS_HALF(acc, lanes, 1, COMBINE)
+#define NORMS_ADD(a, b) ((a) + (b))
+#define NORMS_MAX_OF(a, b) ((b) > (a) ? (b) : (a))
+
 /* --- softmax, log_softmax ---------------------------------------------------------------------------------------- */
 
 /* e^x for the x <= 0 (and NaN) of softmax's exp(x - max), in float: x = k ln2
@@ -100,11 +121,7 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
                 m[j] = x[i + j] > m[j] ? x[i + j] : m[j];                                                              \
             }                                                                                                          \
         }                                                                                                              \
-        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
-            for (int j = 0; j < h; j++) {                                                                              \
-                m[j] = m[j + h] > m[j] ? m[j + h] : m[j];                                                              \
-            }                                                                                                          \
-        }                                                                                                              \
+        NORMS_PAIRWISE(m, lanes, NORMS_MAX_OF)                                                                         \
         type r = m[0];                                                                                                 \
         for (; i < n; i++) {                                                                                           \
             r = x[i] > r ? x[i] : r;                                                                                   \
@@ -149,11 +166,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
                 }                                                                                                      \
             }                                                                                                          \
         }                                                                                                              \
-        for (int h = NORMS_LANES / 2; h > 0; h /= 2) {                                                                 \
-            for (int j = 0; j < h; j++) {                                                                              \
-                acc[j] = acc[j] + acc[j + h];                                                                          \
-            }                                                                                                          \
-        }                                                                                                              \
+        NORMS_PAIRWISE(acc, NORMS_LANES, NORMS_ADD)                                                                    \
         T t = acc[0];                                                                                                  \
         for (; i < n; i++) {                                                                                           \
             const T e = NORMS_EXP(x[i] - s, fused);                                                                    \
@@ -186,6 +199,13 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
         (sum)[k_] = NORMS_EXP_SUM(len_, (x) + at_, s_, (store) ? (y) + at_ : NULL);                                    \
     }
 
+/* exp(c - m): what a chunk's sum of exp(x - c) is multiplied by to be a sum
+ * of exp(x - m); exactly 1 (opf_exp(0)) for the chunk that holds the
+ * maximum, without the scalar exponential (a row of one chunk, the rows
+ * shorter than 1024 elements, needs none: 10% of softmax's time on rows of
+ * 64). */
+#define NORMS_RESCALE(c, m) ((c) == (m) ? (T)1 : opf_exp((c) - (m)))
+
 /* Chunks of at least 1024 elements, at most NORMS_CHUNKS of them. */
 #define NORMS_CHUNK(n) ((n) > NORMS_CHUNKS * 1024 ? ((n) + NORMS_CHUNKS - 1) / NORMS_CHUNKS : 1024)
 
@@ -198,12 +218,13 @@ OPF_ROW_KERNEL(softmax, (x), (y), {
     NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 1)
     T total = 0;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
-        total += sum[k] * opf_exp(shift[k] - m);
+        shift[k] = NORMS_RESCALE(shift[k], m);
+        total += sum[k] * shift[k];
     }
     const T inv = (T)1 / total;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
         const int64_t len = n - at < chunk ? n - at : chunk;
-        const T f = opf_exp(shift[k] - m) * inv;
+        const T f = shift[k] * inv;
         T *const yk = y + at;
         for (int64_t i = 0; i < len; i++) {
             yk[i] = yk[i] * f;
@@ -302,7 +323,7 @@ OPF_ROW_KERNEL(log_softmax, (x), (y), {
     NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 0)
     T total = 0;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
-        total += sum[k] * opf_exp(shift[k] - m);
+        total += sum[k] * NORMS_RESCALE(shift[k], m);
     }
     const T lse = opf_log(total);
     for (int64_t i = 0; i < n; i++) {
@@ -424,12 +445,8 @@ OPF_ROW_KERNEL_TEAM(log_softmax_grad_grad_jvp_team, log_softmax_grad_grad_jvp, (
                 b[j] = b[j] + g * (x[i + j] - mu);                                                                     \
             }                                                                                                          \
         }                                                                                                              \
-        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
-            for (int j = 0; j < h; j++) {                                                                              \
-                a[j] = a[j] + a[j + h];                                                                                \
-                b[j] = b[j] + b[j + h];                                                                                \
-            }                                                                                                          \
-        }                                                                                                              \
+        NORMS_PAIRWISE(a, lanes, NORMS_ADD)                                                                            \
+        NORMS_PAIRWISE(b, lanes, NORMS_ADD)                                                                            \
         type sa = a[0], sb = b[0];                                                                                     \
         for (; i < n; i++) {                                                                                           \
             const type g = dy[i] * w[i];                                                                               \
@@ -458,12 +475,8 @@ NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
                 b[j] = b[j] + c * c;                                                                                   \
             }                                                                                                          \
         }                                                                                                              \
-        for (int h = lanes / 2; h > 0; h /= 2) {                                                                       \
-            for (int j = 0; j < h; j++) {                                                                              \
-                a[j] = a[j] + a[j + h];                                                                                \
-                b[j] = b[j] + b[j + h];                                                                                \
-            }                                                                                                          \
-        }                                                                                                              \
+        NORMS_PAIRWISE(a, lanes, NORMS_ADD)                                                                            \
+        NORMS_PAIRWISE(b, lanes, NORMS_ADD)                                                                            \
         type sa = a[0], sb = b[0];                                                                                     \
         for (; i < n; i++) {                                                                                           \
             const type c = x[i] - mu;                                                                                  \
