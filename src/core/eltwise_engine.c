@@ -60,8 +60,9 @@ typedef struct opf_ew_job {
     opf_eltwise_fn fn;
     int pass_through; /* OPF_OP_PASS_THROUGH: fn writes its first input to its one output */
     opf_copy_ukernel stream_copy;
-    int walk;  /* opf_ew_streamed walks the inputs (opf_ew_walk) rather than reading them contiguously */
-    int probe; /* opf_ew_streamed may store in place instead (one thread, one contiguous input) */
+    int walk;       /* opf_ew_streamed walks the inputs (opf_ew_walk) rather than reading them contiguously */
+    int probe;      /* opf_ew_streamed may store in place instead (one thread, one contiguous input) */
+    int64_t period; /* > 0: the inputs lie in iteration order or repeat one row of `period` elements (opf_ew_period) */
     int32_t num_in, num_out;
     size_t elem;
     opf_attr_value attrs[OPF_MAX_ATTRS];
@@ -219,11 +220,13 @@ static void opf_ew_strided(void *ctx, int64_t begin, int64_t end) {
     opf_ew_walk(ctx, index, end - begin, NULL);
 }
 
-/* Contiguous elements [pos, pos + len) computed into the buffers `out`. */
-static void opf_ew_block_call(const opf_ew_job *job, int64_t pos, int64_t len, char *const *out) {
+/* Contiguous elements [pos, pos + len) computed into the buffers `out`;
+ * an input with a row buffer (rows[k], with job->period) read from it. */
+static void opf_ew_block_call(const opf_ew_job *job, int64_t pos, int64_t len, char *const *rows, char *const *out) {
     char *ptr[OPF_EW_OPERANDS];
     for (int32_t k = 0; k < job->num_in; k++) {
-        ptr[k] = job->base[k] + (size_t)pos * job->elem;
+        ptr[k] = rows[k] != NULL ? rows[k] + (size_t)(pos % job->period) * job->elem
+                                 : job->base[k] + (size_t)pos * job->elem;
     }
     for (int32_t j = 0; j < job->num_out; j++) {
         ptr[job->num_in + j] = out[j];
@@ -234,12 +237,12 @@ static void opf_ew_block_call(const opf_ew_job *job, int64_t pos, int64_t len, c
 /* One block of the streamed path: elements [pos, pos + len) computed into
  * the buffers `out`, then streamed to the outputs; with job->walk, `index`
  * is element pos's multi-index, advanced past the block. */
-static void opf_ew_stream_block(const opf_ew_job *job, int64_t pos, int64_t len, int64_t *index, char *const *out,
-                                int fence) {
+static void opf_ew_stream_block(const opf_ew_job *job, int64_t pos, int64_t len, int64_t *index, char *const *rows,
+                                char *const *out, int fence) {
     if (job->walk) {
         opf_ew_walk(job, index, len, out);
     } else {
-        opf_ew_block_call(job, pos, len, out);
+        opf_ew_block_call(job, pos, len, rows, out);
     }
     for (int32_t j = 0; j < job->num_out; j++) {
         job->stream_copy((size_t)len * job->elem, out[j], job->base[job->num_in + j] + (size_t)pos * job->elem, NULL, 0,
@@ -253,6 +256,65 @@ static void opf_ew_stream_block(const opf_ew_job *job, int64_t pos, int64_t len,
 static int64_t opf_ew_block_len(int64_t pos, int64_t begin, int64_t end, int64_t head, int64_t block) {
     const int64_t len = pos == begin && head > 0 ? head : block;
     return end - pos < len ? end - pos : len;
+}
+
+/* Whether every input either lies in the order of the iteration space or
+ * is one row of the innermost dim's M elements repeated along all the outer
+ * dims (a bias [M] added to [N, M]), with M short (at most
+ * OPF_EW_STREAM_BLOCK bytes) and some input repeated: then M, else 0. The
+ * streamed path then reads such an input from a buffer of its row repeated
+ * (opf_ew_row_buffers) and runs the kernel on whole blocks, as for
+ * contiguous operands, rather than walking rows of M, a kernel call each.
+ * [262144, 64] * [64] float32 on one Zen 5 thread, NumPy's arrays (16 bytes
+ * into a line): 5.9-6.7 ms walked, as against 3.1-3.4 for torch.mul. */
+static int64_t opf_ew_period(const opf_ew_job *job) {
+    const int32_t last = job->rank - 1;
+    const int64_t m = job->shape[last];
+    int repeated = 0;
+    if (job->rank < 2 || m * (int64_t)job->elem > OPF_EW_STREAM_BLOCK) {
+        return 0;
+    }
+    for (int32_t k = 0; k < job->num_in; k++) {
+        int dense = 1, row = job->strides[k][last] == 1;
+        for (int64_t d = last, step = 1; d >= 0; step *= job->shape[d], d--) {
+            dense = dense && (job->shape[d] == 1 || job->strides[k][d] == step);
+            row = row && (d == last || job->shape[d] == 1 || job->strides[k][d] == 0);
+        }
+        if (!dense && !row) {
+            return 0;
+        }
+        repeated |= !dense;
+    }
+    return repeated ? m : 0;
+}
+
+/* For each repeated input of a job with a period: a buffer of its row
+ * repeated over block + period elements (element i of the iteration space
+ * is element i % period of it), in *mem (one allocation, freed by the
+ * caller). 0 if there is no memory for them. */
+static int opf_ew_row_buffers(const opf_ew_job *job, int64_t block, char **rows, char **mem) {
+    const int32_t last = job->rank - 1;
+    const size_t bytes = ((size_t)(block + job->period) * job->elem + 63) / 64 * 64;
+    int32_t count = 0; /* (the repeated inputs: stride 0 along the outer dims, which have sizes > 1) */
+    for (int32_t k = 0; k < job->num_in; k++) {
+        count += job->strides[k][0] == 0;
+    }
+    *mem = aligned_alloc(64, bytes * (size_t)count);
+    if (*mem == NULL) {
+        return 0;
+    }
+    char *at = *mem;
+    for (int32_t k = 0; k < job->num_in; k++) {
+        if (job->strides[k][0] == 0) {
+            const size_t row = (size_t)job->shape[last] * job->elem;
+            for (size_t done = 0; done < bytes; done += row) {
+                memcpy(at + done, job->base[k], bytes - done < row ? bytes - done : row);
+            }
+            rows[k] = at;
+            at += bytes;
+        }
+    }
+    return 1;
 }
 
 /* The path for large outputs laid out in the order of the iteration space
@@ -288,6 +350,11 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
     if (job->walk) {
         opf_ew_index(job, begin, index);
     }
+    char *rows[OPF_MAX_ARGS] = {NULL}, *row_mem = NULL;
+    if (job->period > 0 && !opf_ew_row_buffers(job, block, rows, &row_mem)) {
+        opf_ew_strided(ctx, begin, end); /* (no memory for them: the walk, slower) */
+        return;
+    }
     int64_t pos = begin, len;
     if (job->probe) {
         /* The first blocks streamed and timed, then computed again from their
@@ -298,12 +365,12 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
         const double t0 = opf_thread_seconds();
         for (int b = 0; b < OPF_EW_PROBE_BLOCKS && pos < end; b++, pos += len) {
             len = opf_ew_block_len(pos, begin, end, head, block);
-            opf_ew_stream_block(job, pos, len, index, out, pos + len == end || b + 1 == OPF_EW_PROBE_BLOCKS);
+            opf_ew_stream_block(job, pos, len, index, rows, out, pos + len == end || b + 1 == OPF_EW_PROBE_BLOCKS);
         }
         const double t1 = opf_thread_seconds();
         for (int64_t at = begin; at < pos; at += len) {
             len = opf_ew_block_len(at, begin, end, head, block);
-            opf_ew_block_call(job, at, len, out);
+            opf_ew_block_call(job, at, len, rows, out);
         }
         const double compute = opf_thread_seconds() - t1;
         if (compute > OPF_EW_PLAIN_SHARE * (t1 - t0)) {
@@ -313,8 +380,9 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
     }
     for (; pos < end; pos += len) {
         len = opf_ew_block_len(pos, begin, end, head, block);
-        opf_ew_stream_block(job, pos, len, index, out, pos + len == end);
+        opf_ew_stream_block(job, pos, len, index, rows, out, pos + len == end);
     }
+    free(row_mem);
 }
 
 static int64_t opf_abs64(int64_t v) { return v < 0 ? -v : v; }
@@ -1143,7 +1211,9 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
         return OPF_OK;
     }
     opf_ew_layout(&job, operands, job.num_in, 0);
-    job.walk = 1;
-    opf_parallel_for(n, OPF_EW_GRAIN, stream && opf_ew_outputs_dense(&job) ? opf_ew_streamed : opf_ew_strided, &job);
+    const int streamed = stream && opf_ew_outputs_dense(&job);
+    job.period = streamed ? opf_ew_period(&job) : 0;
+    job.walk = job.period == 0;
+    opf_parallel_for(n, OPF_EW_GRAIN, streamed ? opf_ew_streamed : opf_ew_strided, &job);
     return OPF_OK;
 }

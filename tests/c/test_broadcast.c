@@ -499,6 +499,18 @@ TEST(test_large_broadcasts) {
                 &r);
     binary_once("add", OPF_F64, (shape){2, {3, 1}}, (shape){2, {1, 250000}}, TV_NEGATIVE, TV_CONTIG, TV_CONTIG, &r);
     binary_once("add", OPF_F32, (shape){2, {1030, 1100}}, (shape){1, {1100}}, TV_CONTIG, TV_CONTIG, TV_NEGATIVE, &r);
+    /* Short rows repeated along the outer dims (read from a buffer of the
+     * row repeated, whole blocks per kernel call): rows a whole number of
+     * lines long or not, the repeated input first or second, float64, and
+     * walked instead: a row gathered (step 2), a row repeated along only
+     * some outer dims. */
+    binary_once("add", OPF_F32, (shape){2, {65536, 64}}, (shape){1, {64}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("mul", OPF_F32, (shape){2, {1, 33}}, (shape){2, {40000, 33}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("mul", OPF_F64, (shape){3, {50, 400, 48}}, (shape){1, {48}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("mul", OPF_F64, (shape){3, {50, 400, 48}}, (shape){1, {48}}, TV_CONTIG, TV_STEP2, TV_CONTIG, &r);
+    binary_once("add", OPF_F32, (shape){2, {1000, 1024}}, (shape){1, {1024}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("add", OPF_F32, (shape){3, {256, 1, 64}}, (shape){3, {256, 96, 64}}, TV_CONTIG, TV_CONTIG, TV_CONTIG,
+                &r);
 
     /* bsum_diff's two outputs, one of them reversed (so not streamed: the plain walk). */
     const int64_t sx[2] = {1100, 1001}, sb[1] = {1001};
