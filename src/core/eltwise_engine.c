@@ -377,6 +377,7 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
         const double compute = opf_thread_seconds() - t1;
         if (compute > OPF_EW_PLAIN_SHARE * (t1 - t0)) {
             opf_ew_contiguous(ctx, pos, end);
+            free(row_mem);
             return;
         }
     }
