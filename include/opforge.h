@@ -58,9 +58,10 @@ extern "C" {
  * build of an authored row kernel (opf_row_kernel.cuda); version 5
  * opf_op_decl.flags (OPF_OP_PASS_THROUGH); version 6 a row kernel's CUDA
  * team body (opf_row_kernel.cuda_team, OPF_ROW_KERNEL_TEAM) and the fields
- * of opf_cuda_row_launch that launch it (team, block_stride).
+ * of opf_cuda_row_launch that launch it (team, block_stride); version 7 the
+ * streaming fields of opf_row_args (OPF_STORE_ROW).
  * Libraries built for an earlier version must be rebuilt. */
-#define OPF_TABLE_ABI_VERSION 6
+#define OPF_TABLE_ABI_VERSION 7
 
 #define OPF_MAX_RANK 16     /* highest tensor rank any op accepts */
 #define OPF_MAX_ARGS 8      /* inputs or outputs per op */
@@ -360,6 +361,19 @@ typedef struct opf_row_args {
     void *out[OPF_MAX_ARGS];
     int64_t out_len[OPF_MAX_ARGS];
     const opf_attr_value *attrs;
+    /* Streaming (table ABI 7). Bit j of `stream`: output j is in place
+     * (out[j] is its row in the tensor) and large, and the engine asks for
+     * its row to go past the caches. A body that stores the row with
+     * OPF_STORE_ROW then stores it with non-temporal stores, prefetching
+     * the `num_prefetch` ranges (the next row of the batched inputs) among
+     * them, and sets bit j of *streamed; a body that stores it otherwise
+     * leaves the bit clear, and the engine goes on computing that output's
+     * rows in scratch and streaming them itself. */
+    uint32_t stream;
+    uint32_t *streamed;
+    int32_t num_prefetch;
+    const void *prefetch[OPF_MAX_ARGS];
+    int64_t prefetch_bytes[OPF_MAX_ARGS];
 } opf_row_args;
 
 typedef void (*opf_row_fn)(const opf_row_args *args);
@@ -848,6 +862,126 @@ opf_error(opf_status status, const char *fmt, ...);
 #define OPF_KERNEL_FN OPF_INLINE
 #endif
 
+/*
+ * OPF_STORE_ROW(y, i, expr): in a row body, y[i] = expr for every i of
+ * output y's row (n_y elements), expr written for one i:
+ *
+ *   OPF_STORE_ROW(y, i, (x[i] * r) * w[i]);
+ *
+ * It is the loop `for (i = 0; i < n_y; i++) y[i] = expr;`, and more: where
+ * the engine asks for y's row to go past the caches (a large output, stored
+ * in place: opf_row_args.stream), it computes the row a 64-byte line at a
+ * time and stores each line with non-temporal stores (x86-64), prefetching
+ * the next row's inputs among them, so that memory reads the next row while
+ * it writes this one and the row takes one pass. A body that stores y
+ * otherwise (plain loops, or y read back after it is written) is run with
+ * y's rows computed in scratch and streamed by the engine: a second pass
+ * over the row, which OPF_STORE_ROW saves. Use it for the pass that writes
+ * an output's final values, each element once; expr may read the inputs and
+ * anything the body computed before, not y itself. The results are the
+ * same bits either way.
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <emmintrin.h>
+#endif
+
+/* The streaming fields of a CPU row body's arguments (a CUDA row body's
+ * have none: opforge_cuda.h gives NULL for them). */
+OPF_KERNEL_FN const opf_row_args *opf__row_stream_args(const opf_row_args *args) { return args; }
+
+/* The next row's inputs, prefetched a few lines per line streamed: each
+ * range's lines spread evenly over the row's lines (16.16 fixed point). */
+typedef struct opf__row_prefetch {
+    const char *at[OPF_MAX_ARGS];
+    int64_t step[OPF_MAX_ARGS], acc[OPF_MAX_ARGS];
+    int32_t count;
+} opf__row_prefetch;
+
+OPF_KERNEL_FN void opf__row_prefetch_init(opf__row_prefetch *p, const opf_row_args *args, int64_t lines) {
+    p->count = 0;
+    for (int32_t k = 0; k < args->num_prefetch && k < OPF_MAX_ARGS && lines > 0; k++) {
+        p->at[p->count] = (const char *)args->prefetch[k];
+        p->step[p->count] = (args->prefetch_bytes[k] / 64 << 16) / lines;
+        p->acc[p->count++] = 0;
+    }
+}
+
+OPF_KERNEL_FN void opf__row_prefetch_step(opf__row_prefetch *p) {
+#if !defined(__CUDA_ARCH__)
+    for (int32_t k = 0; k < p->count; k++) {
+        for (p->acc[k] += p->step[k]; p->acc[k] >= 65536; p->acc[k] -= 65536, p->at[k] += 64) {
+            __builtin_prefetch(p->at[k], 0, 2);
+        }
+    }
+#else
+    (void)p;
+#endif
+}
+
+/* Whether this build stores lines past the caches (x86-64: SSE2's
+ * non-temporal stores, which every x86-64 CPU has; the AVX builds issue
+ * them as VEX stores of the line's four quarters). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OPF__STREAMS 1
+#else
+#define OPF__STREAMS 0
+#endif
+
+/* The 64-byte line at `line` (64-byte aligned) stored to `dst` (64-byte
+ * aligned) with non-temporal stores. */
+OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
+#if OPF__STREAMS && !defined(__CUDA_ARCH__)
+    for (int q = 0; q < 4; q++) {
+        _mm_stream_si128((__m128i *)dst + q, _mm_load_si128((const __m128i *)line + q));
+    }
+#else
+    for (int q = 0; q < 64; q++) {
+        ((char *)dst)[q] = ((const char *)line)[q];
+    }
+#endif
+}
+
+/* The streamed part of OPF_STORE_ROW: the elements up to the row's first
+ * line boundary, then whole lines; opf__from is where the plain loop that
+ * follows starts (0 when the row is not streamed). */
+#define OPF__STORE_ROW_STREAMED(y, i, ...)                                                                             \
+    const opf_row_args *const opf__sa = opf__row_stream_args(opf__args);                                               \
+    if (OPF__STREAMS && opf__sa != 0 && (opf__sa->stream >> opf__slot_##y & 1u) &&                                     \
+        (uintptr_t)(void *)y % sizeof(T) == 0) {                                                                       \
+        enum { opf__line_elems = 64 / sizeof(T) };                                                                     \
+        int64_t opf__head = (int64_t)((64 - (uintptr_t)(void *)y % 64) % 64 / sizeof(T));                              \
+        opf__head = opf__head < n_##y ? opf__head : n_##y;                                                             \
+        OPF__SIMD_LOOP                                                                                                 \
+        for (int64_t i = 0; i < opf__head; i++) {                                                                      \
+            y[i] = (__VA_ARGS__);                                                                                      \
+        }                                                                                                              \
+        const int64_t opf__lines = (n_##y - opf__head) / opf__line_elems;                                              \
+        opf__row_prefetch opf__pf;                                                                                     \
+        opf__row_prefetch_init(&opf__pf, opf__sa, opf__lines);                                                         \
+        for (int64_t opf__k = 0; opf__k < opf__lines; opf__k++) {                                                      \
+            const int64_t opf__at = opf__head + opf__k * opf__line_elems;                                              \
+            T opf__line[opf__line_elems] __attribute__((aligned(64)));                                                 \
+            OPF__SIMD_LOOP                                                                                             \
+            for (int64_t i = opf__at; i < opf__at + opf__line_elems; i++) {                                            \
+                opf__line[i - opf__at] = (__VA_ARGS__);                                                                \
+            }                                                                                                          \
+            opf__stream_line(y + opf__at, opf__line);                                                                  \
+            opf__row_prefetch_step(&opf__pf);                                                                          \
+        }                                                                                                              \
+        opf__from = opf__head + opf__lines * opf__line_elems;                                                          \
+        *opf__sa->streamed |= 1u << opf__slot_##y;                                                                     \
+    }
+
+#define OPF_STORE_ROW(y, i, ...)                                                                                       \
+    do {                                                                                                               \
+        int64_t opf__from = 0;                                                                                         \
+        OPF__STORE_ROW_STREAMED(y, i, __VA_ARGS__)                                                                     \
+        OPF__SIMD_LOOP                                                                                                 \
+        for (int64_t i = opf__from; i < n_##y; i++) {                                                                  \
+            y[i] = (__VA_ARGS__);                                                                                      \
+        }                                                                                                              \
+    } while (0)
+
 /* Per-ISA builds: the target attributes of the AVX2 and AVX-512 variants
  * (nvcc passes them to the host compiler). Both have FMA: their bodies say so
  * to opforge_math.h (OPF_MATH_USE_FMA), whose functions then fuse a*b + c. */
@@ -938,6 +1072,7 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
 #define OPF__ROW_OUT(j, y)                                                                                             \
     T *const y = (T *)opf__args->out[j];                                                                               \
     const int64_t n_##y = opf__args->out_len[j];                                                                       \
+    enum { opf__slot_##y = j };                                                                                        \
     (void)y;                                                                                                           \
     (void)n_##y;
 

@@ -456,6 +456,12 @@ template <int NI, int NO> struct opf__cuda_row_args {
 };
 template <int K> struct opf__cuda_row_lens { int64_t n[K]; };
 
+/* A device row has no streaming fields: OPF_STORE_ROW's plain loop stores it. */
+template <int NI, int NO>
+__host__ __device__ __forceinline__ const opf_row_args *opf__row_stream_args(const opf__cuda_row_args<NI, NO> *) {
+    return (const opf_row_args *)0;
+}
+
 /* Element `off` of operand `base`, computed on integers: an absent operand
  * stays NULL, and an empty row's pointer is never dereferenced. */
 template <typename T> __device__ __forceinline__ void *opf__cuda_row_at(void *base, int64_t off) {

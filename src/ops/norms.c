@@ -257,9 +257,7 @@ OPF_ROW_KERNEL_TEAM(softmax_team, softmax, (x), (y), {
 /* dx = y * (dy - <dy, y>) */
 OPF_ROW_KERNEL(softmax_grad, (dy, y), (dx), {
     const T s = opf_dot(n, dy, y);
-    for (int64_t i = 0; i < n; i++) {
-        dx[i] = y[i] * (dy[i] - s);
-    }
+    OPF_STORE_ROW(dx, i, y[i] * (dy[i] - s));
 })
 
 OPF_ROW_KERNEL_TEAM(softmax_grad_team, softmax_grad, (dy, y), (dx), {
@@ -326,9 +324,7 @@ OPF_ROW_KERNEL(log_softmax, (x), (y), {
         total += sum[k] * NORMS_RESCALE(shift[k], m);
     }
     const T lse = opf_log(total);
-    for (int64_t i = 0; i < n; i++) {
-        y[i] = (x[i] - m) - lse;
-    }
+    OPF_STORE_ROW(y, i, (x[i] - m) - lse);
 })
 
 OPF_ROW_KERNEL_TEAM(log_softmax_team, log_softmax, (x), (y), {
@@ -341,13 +337,7 @@ OPF_ROW_KERNEL_TEAM(log_softmax_team, log_softmax, (x), (y), {
 /* dx = dy - exp(y) * sum(dy) */
 OPF_ROW_KERNEL(log_softmax_grad, (dy, y), (dx), {
     const T s = opf_sum(n, dy);
-    for (int64_t at = 0; at < n; at += NORMS_LANES) {
-        const int64_t end = n - at < NORMS_LANES ? n : at + NORMS_LANES;
-        opf_prefetch_ahead(y + at, NORMS_LANES * (int64_t)sizeof(T)); /* (y's first touch: exp per element) */
-        for (int64_t i = at; i < end; i++) {
-            dx[i] = dy[i] - NORMS_EXP_ANY(y[i]) * s;
-        }
-    }
+    OPF_STORE_ROW(dx, i, dy[i] - NORMS_EXP_ANY(y[i]) * s);
 })
 
 OPF_ROW_KERNEL_TEAM(log_softmax_grad_team, log_softmax_grad, (dy, y), (dx), {
@@ -496,13 +486,9 @@ OPF_ROW_KERNEL(rms_norm, (x, w), (y, rstd), {
     const T r = (T)1 / opf_sqrt(opf_dot(n, x, x) / (T)n + eps);
     rstd[0] = r;
     if (w != NULL) {
-        for (int64_t i = 0; i < n; i++) {
-            y[i] = (x[i] * r) * w[i];
-        }
+        OPF_STORE_ROW(y, i, (x[i] * r) * w[i]);
     } else {
-        for (int64_t i = 0; i < n; i++) {
-            y[i] = x[i] * r;
-        }
+        OPF_STORE_ROW(y, i, x[i] * r);
     }
 })
 
@@ -534,11 +520,7 @@ OPF_ROW_KERNEL(rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
         }
         const T c = (r * r * r / (T)n) * (s + drs);
         if (w != NULL && dw != NULL) { /* training's case: dx and dw in one pass */
-            OPF_SIMD_LOOP
-            for (int64_t i = 0; i < n; i++) {
-                dx[i] = r * (dy[i] * w[i]) - x[i] * c;
-                dw[i] += (dy[i] * x[i]) * r;
-            }
+            OPF_STORE_ROW(dx, i, (dw[i] += (dy[i] * x[i]) * r, r * (dy[i] * w[i]) - x[i] * c));
             return;
         }
         if (w != NULL) {
@@ -844,21 +826,13 @@ OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
     mean[0] = mu;
     rstd[0] = r;
     if (w != NULL && b != NULL) {
-        for (int64_t i = 0; i < n; i++) {
-            y[i] = ((x[i] - mu) * r) * w[i] + b[i];
-        }
+        OPF_STORE_ROW(y, i, ((x[i] - mu) * r) * w[i] + b[i]);
     } else if (w != NULL) {
-        for (int64_t i = 0; i < n; i++) {
-            y[i] = ((x[i] - mu) * r) * w[i];
-        }
+        OPF_STORE_ROW(y, i, ((x[i] - mu) * r) * w[i]);
     } else if (b != NULL) {
-        for (int64_t i = 0; i < n; i++) {
-            y[i] = (x[i] - mu) * r + b[i];
-        }
+        OPF_STORE_ROW(y, i, (x[i] - mu) * r + b[i]);
     } else {
-        for (int64_t i = 0; i < n; i++) {
-            y[i] = (x[i] - mu) * r;
-        }
+        OPF_STORE_ROW(y, i, (x[i] - mu) * r);
     }
 })
 
@@ -924,13 +898,9 @@ OPF_ROW_KERNEL(layer_norm_grad, (x, mean, rstd, dy, w, dmean, drstd), (dx, dw, d
         const T c0 = (dmean != NULL ? dmean[0] * inv_n : (T)0) - r * sg * inv_n;
         const T c1 = r * sgx * inv_n + (drstd != NULL ? drstd[0] * r * r * inv_n : (T)0);
         if (dy != NULL && w != NULL && dw != NULL && db != NULL) { /* training's case: one pass for all three */
-            OPF_SIMD_LOOP
-            for (int64_t i = 0; i < n; i++) {
-                const T xh = (x[i] - mu) * r;
-                dx[i] = r * (dy[i] * w[i]) + c0 - xh * c1;
-                dw[i] += dy[i] * xh;
-                db[i] += dy[i];
-            }
+            OPF_STORE_ROW(
+                dx, i,
+                (dw[i] += dy[i] * ((x[i] - mu) * r), db[i] += dy[i], r * (dy[i] * w[i]) + c0 - ((x[i] - mu) * r) * c1));
             return;
         }
         if (dy != NULL && w != NULL) {

@@ -34,6 +34,21 @@ OPF_ROW_KERNEL(center_scale, (x, w), (y), {
     }
 })
 
+/* Row-wise with OPF_STORE_ROW: y stored by it (streamed by the kernel
+ * where the engine asks), z by a plain loop (which the engine then streams
+ * from scratch), and a summed output added to in y's expression. */
+OPF_ROW_KERNEL(store_rows, (x, w), (y, z, colsum), {
+    const T mean = n > 0 ? opf_sum(n, x) / (T)n : (T)0;
+    if (colsum != NULL) {
+        OPF_STORE_ROW(y, i, (colsum[i] += x[i], (x[i] - mean) * w[i]));
+    } else {
+        OPF_STORE_ROW(y, i, (x[i] - mean) * w[i]);
+    }
+    for (int64_t i = 0; z != NULL && i < n; i++) {
+        z[i] = x[i] * w[i];
+    }
+})
+
 /* Row-wise with an output summed over the rows (no "..."): the dot product
  * of each row of x and y, and the column sums of x. */
 OPF_ROW_KERNEL(col_stats, (x, y), (dot, colsum), {
@@ -73,6 +88,8 @@ static const opf_op_decl user_decls[] = {
     {"row_stats(x[..., M]) -> (sum[...], max[...])", .doc = "sum and max of rows", .row = &row_stats},
     {"row_stats_2d(x[..., M, N]) -> (sum[...], max[...])", .doc = "sum and max of 2-d rows", .row = &row_stats},
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
+    {"store_rows(x[..., M], w[M]) -> (y[..., M], z[..., M]?, colsum[M]?)", .doc = "centered rows times w, x w",
+     .row = &store_rows},
     {"col_stats(x[..., M], y[..., M]) -> (dot[...], colsum[M]?)", .doc = "row dots and column sums", .row = &col_stats},
     {"exp_row_sum(x[..., M]) -> s[...]", .doc = "sum of exp over rows", .row = &exp_row_sum},
     {"fail(x) -> y", .doc = "always fails", .compute = fail_compute},
@@ -501,6 +518,86 @@ TEST(test_rows_streamed_output) {
     free(x), free(w), free(y);
 }
 
+/* OPF_STORE_ROW's rows, large enough for the engine to ask the kernel to
+ * stream them (32 MiB and more), starting on and off 64-byte lines, with a
+ * second output the kernel stores with a plain loop and a summed output:
+ * y has center_scale's bits (the same expression in a plain loop), and
+ * every output matches a loop here. */
+TEST(test_rows_stored_by_the_kernel) {
+    const int threads = opf_get_num_threads();
+    for (int f64 = 0; f64 < 2; f64++) {
+        for (int variant = 0; variant < 3; variant++) {
+            const size_t elem = f64 ? 8 : 4;
+            const int64_t M = variant == 0 ? 4096 : 1031;
+            const int64_t R = harness_slow() ? 3 : ((int64_t)33 << 20) / (M * (int64_t)elem);
+            const int with_z = variant != 1, with_sum = variant != 0, offset = variant == 2;
+            int64_t shape[2] = {R, M}, wshape[1] = {M};
+            const opf_dtype dt = f64 ? OPF_F64 : OPF_F32;
+            rng r = rng_seed(41 + (uint64_t)variant);
+            char *x = xcalloc((size_t)(R * M), elem), *w = xcalloc((size_t)M, elem);
+            char *y = xcalloc((size_t)(R * M) + 1, elem), *z = xcalloc((size_t)(R * M), elem);
+            char *want_y = xcalloc((size_t)(R * M), elem), *sum = xcalloc((size_t)M, elem);
+            if (f64) {
+                fill_uniform_f64(&r, (double *)x, (size_t)(R * M), -3, 3);
+                fill_uniform_f64(&r, (double *)w, (size_t)M, -3, 3);
+            } else {
+                fill_uniform_f32(&r, (float *)x, (size_t)(R * M), -3, 3);
+                fill_uniform_f32(&r, (float *)w, (size_t)M, -3, 3);
+            }
+            opf_tensor tx = opf_tensor_make(x, dt, 2, shape), tw = opf_tensor_make(w, dt, 1, wshape);
+            opf_tensor ty = opf_tensor_make(y, dt, 2, shape), tz = opf_tensor_make(z, dt, 2, shape);
+            opf_tensor ts = opf_tensor_make(sum, dt, 1, wshape), twant = opf_tensor_make(want_y, dt, 2, shape);
+            ty.byte_offset = offset ? (int64_t)elem : 0; /* rows off the lines */
+            opf_set_num_threads(variant == 1 ? 1 : 2);
+            CHECK(opf_op_run(user_op("store_rows"), (const opf_tensor *[]){&tx, &tw},
+                             (const opf_tensor *[]){&ty, with_z ? &tz : NULL, with_sum ? &ts : NULL}, NULL) == OPF_OK,
+                  "%s", opf_last_error());
+            CHECK(opf_op_run(user_op("center_scale"), (const opf_tensor *[]){&tx, &tw}, (const opf_tensor *[]){&twant},
+                             NULL) == OPF_OK,
+                  "%s", opf_last_error());
+            CHECK(memcmp(y + (offset ? elem : 0), want_y, (size_t)(R * M) * elem) == 0,
+                  "%s M=%lld: y differs from the plain loop's bits", f64 ? "f64" : "f32", (long long)M);
+            int bad = 0;
+            for (int64_t i = 0; i < R && !bad; i++) {
+                double mean = 0;
+                for (int64_t j = 0; j < M; j++) {
+                    mean += f64 ? ((double *)x)[i * M + j] : ((float *)x)[i * M + j];
+                }
+                mean /= (double)M;
+                for (int64_t j = 0; j < M && !bad; j++) {
+                    const int64_t at = i * M + j;
+                    const double xv = f64 ? ((double *)x)[at] : ((float *)x)[at];
+                    const double wv = f64 ? ((double *)w)[j] : ((float *)w)[j];
+                    const int64_t y_at = at + offset;
+                    const double got = f64 ? ((double *)y)[y_at] : ((float *)y)[y_at];
+                    const double want = (xv - mean) * wv;
+                    bad |= !CHECK(fabs(got - want) <= (f64 ? 1e-12 : 1e-4) * (1 + fabs(want)),
+                                  "%s y[%lld,%lld] %g want %g", f64 ? "f64" : "f32", (long long)i, (long long)j, got,
+                                  want);
+                    if (with_z && !bad) { /* x w rounded once in T: exact bits */
+                        bad |= f64 ? !CHECK(((double *)z)[at] == ((double *)x)[at] * ((double *)w)[j], "f64 z[%lld]",
+                                            (long long)at)
+                                   : !CHECK(((float *)z)[at] == ((float *)x)[at] * ((float *)w)[j], "f32 z[%lld]",
+                                            (long long)at);
+                    }
+                }
+            }
+            for (int64_t j = 0; with_sum && j < M && !bad; j++) {
+                double want = 0;
+                for (int64_t i = 0; i < R; i++) {
+                    want += f64 ? ((double *)x)[i * M + j] : ((float *)x)[i * M + j];
+                }
+                const double got = f64 ? ((double *)sum)[j] : ((float *)sum)[j];
+                bad |= !CHECK(fabs(got - want) <= (f64 ? 1e-9 : 1e-2) * (1 + fabs(want)), "%s colsum[%lld] %g want %g",
+                              f64 ? "f64" : "f32", (long long)j, got, want);
+            }
+            CHECK(!offset || (f64 ? ((double *)y)[0] : ((float *)y)[0]) == 0, "the element before y was written");
+            free(x), free(w), free(y), free(z), free(want_y), free(sum);
+        }
+    }
+    opf_set_num_threads(threads);
+}
+
 /* opf_prefetch_ahead is a hint: its rows end where the memory mapped for
  * them ends, before pages that may not be read, and the kernel asks for the
  * lines OPF_PREFETCH_AHEAD bytes past them; the results are a plain loop's. */
@@ -636,6 +733,7 @@ int main(void) {
     RUN_TEST(test_rows_unbatched_input);
     RUN_TEST(test_rows_summed_output);
     RUN_TEST(test_rows_streamed_output);
+    RUN_TEST(test_rows_stored_by_the_kernel);
     RUN_TEST(test_rows_prefetch_past_the_mapping);
     RUN_TEST(test_kernel_errors);
     RUN_TEST(test_declaration_mistakes);
