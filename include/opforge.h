@@ -889,11 +889,14 @@ opf_error(opf_status status, const char *fmt, ...);
  * have none: opforge_cuda.h gives NULL for them). */
 OPF_KERNEL_FN const opf_row_args *opf__row_stream_args(const opf_row_args *args) { return args; }
 
-/* The next row's inputs, prefetched a few lines per line streamed: each
- * range's lines spread evenly over the row's lines (16.16 fixed point). */
+/* The next row's inputs, prefetched among the lines a row streams: line
+ * l of the row asks for the lines of each range from l * step (16.16 fixed
+ * point: the range's lines per line stored), `width` of them (step rounded
+ * up). A function of l only, so that the loop keeps nothing of it in
+ * memory between lines. */
 typedef struct opf__row_prefetch {
     const char *at[OPF_MAX_ARGS];
-    int64_t step[OPF_MAX_ARGS], acc[OPF_MAX_ARGS];
+    int64_t step[OPF_MAX_ARGS], width[OPF_MAX_ARGS];
     int32_t count;
 } opf__row_prefetch;
 
@@ -902,19 +905,22 @@ OPF_KERNEL_FN void opf__row_prefetch_init(opf__row_prefetch *p, const opf_row_ar
     for (int32_t k = 0; k < args->num_prefetch && k < OPF_MAX_ARGS && lines > 0; k++) {
         p->at[p->count] = (const char *)args->prefetch[k];
         p->step[p->count] = (args->prefetch_bytes[k] / 64 << 16) / lines;
-        p->acc[p->count++] = 0;
+        p->width[p->count] = (p->step[p->count] + 65535) >> 16;
+        p->count++;
     }
 }
 
-OPF_KERNEL_FN void opf__row_prefetch_step(opf__row_prefetch *p) {
+OPF_KERNEL_FN void opf__row_prefetch_line(const opf__row_prefetch *p, int64_t line) {
 #if !defined(__CUDA_ARCH__)
     for (int32_t k = 0; k < p->count; k++) {
-        for (p->acc[k] += p->step[k]; p->acc[k] >= 65536; p->acc[k] -= 65536, p->at[k] += 64) {
-            __builtin_prefetch(p->at[k], 0, 2);
+        const char *const at = p->at[k] + ((line * p->step[k]) >> 16) * 64;
+        for (int64_t q = 0; q < p->width[k]; q++) {
+            __builtin_prefetch(at + 64 * q, 0, 2);
         }
     }
 #else
     (void)p;
+    (void)line;
 #endif
 }
 
@@ -966,7 +972,7 @@ OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
                 opf__line[i - opf__at] = (__VA_ARGS__);                                                                \
             }                                                                                                          \
             opf__stream_line(y + opf__at, opf__line);                                                                  \
-            opf__row_prefetch_step(&opf__pf);                                                                          \
+            opf__row_prefetch_line(&opf__pf, opf__k);                                                                  \
         }                                                                                                              \
         opf__from = opf__head + opf__lines * opf__line_elems;                                                          \
         *opf__sa->streamed |= 1u << opf__slot_##y;                                                                     \
