@@ -17,7 +17,14 @@
  * stored in place are charged the time the streamed rows took to store
  * their outputs, as their lines are written back to memory only after the
  * window. A kernel that takes longer than its stores goes on in place
- * (OPF_ROW_STREAM_RATIO). Results are the same either way. Unbatched inputs ("w[M]") are passed whole,
+ * (OPF_ROW_STREAM_RATIO). Results are the same either way. A kernel can do
+ * better than both: for outputs of OPF_ROW_DIRECT_MIN_BYTES and more the
+ * engine passes the row in place and asks the kernel (opf_row_args.stream)
+ * to store it with non-temporal stores itself, which OPF_STORE_ROW does in
+ * one pass, prefetching the inputs OPF_ROW_PREFETCH_BYTES ahead among its
+ * stores; a kernel that says it did (*streamed) goes on so, unprobed, and
+ * the engine only fences at the end of the chunk; one that does not goes on
+ * as above. Unbatched inputs ("w[M]") are passed whole,
  * copied once when not contiguous. Rows are split over threads; each row is
  * computed by one kernel call, so results do not depend on the thread count.
  *
