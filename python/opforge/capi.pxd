@@ -196,6 +196,11 @@ cdef extern from "opforge.h" nogil:
         void *out[OPF_MAX_ARGS]
         int64_t out_len[OPF_MAX_ARGS]
         const opf_attr_value *attrs
+        uint32_t stream
+        uint32_t *streamed
+        int32_t num_prefetch
+        const void *prefetch[OPF_MAX_ARGS]
+        int64_t prefetch_bytes[OPF_MAX_ARGS]
 
     ctypedef void (*opf_row_fn)(const opf_row_args *args)
 
