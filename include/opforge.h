@@ -881,8 +881,14 @@ opf_error(opf_status status, const char *fmt, ...);
  * anything the body computed before, not y itself. The results are the
  * same bits either way.
  */
+/* Whether this build stores lines past the caches (x86-64: SSE2's
+ * non-temporal stores, which every x86-64 CPU has; the AVX builds issue
+ * them as VEX stores of the line's four quarters). */
 #if defined(__x86_64__) && defined(__GNUC__)
+#define OPF__STREAMS 1
 #include <emmintrin.h>
+#else
+#define OPF__STREAMS 0
 #endif
 
 /* The streaming fields of a CPU row body's arguments (a CUDA row body's
@@ -923,15 +929,6 @@ OPF_KERNEL_FN void opf__row_prefetch_line(const opf__row_prefetch *p, int64_t li
     (void)line;
 #endif
 }
-
-/* Whether this build stores lines past the caches (x86-64: SSE2's
- * non-temporal stores, which every x86-64 CPU has; the AVX builds issue
- * them as VEX stores of the line's four quarters). */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OPF__STREAMS 1
-#else
-#define OPF__STREAMS 0
-#endif
 
 /* The 64-byte line at `line` (64-byte aligned) stored to `dst` (64-byte
  * aligned) with non-temporal stores. */
