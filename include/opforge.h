@@ -59,9 +59,10 @@ extern "C" {
  * opf_op_decl.flags (OPF_OP_PASS_THROUGH); version 6 a row kernel's CUDA
  * team body (opf_row_kernel.cuda_team, OPF_ROW_KERNEL_TEAM) and the fields
  * of opf_cuda_row_launch that launch it (team, block_stride); version 7 the
- * streaming fields of opf_row_args (OPF_STORE_ROW).
+ * streaming fields of opf_row_args (OPF_STORE_ROW); version 8 the scratch
+ * rows of streamed outputs (opf_row_args.scratch, OPF_ROW_SCRATCH).
  * Libraries built for an earlier version must be rebuilt. */
-#define OPF_TABLE_ABI_VERSION 7
+#define OPF_TABLE_ABI_VERSION 8
 
 #define OPF_MAX_RANK 16     /* highest tensor rank any op accepts */
 #define OPF_MAX_ARGS 8      /* inputs or outputs per op */
@@ -374,6 +375,11 @@ typedef struct opf_row_args {
     int32_t num_prefetch;
     const void *prefetch[OPF_MAX_ARGS];
     int64_t prefetch_bytes[OPF_MAX_ARGS];
+    /* (table ABI 8) Where bit j of `stream` is set: a row of scratch as
+     * long as output j's, in cache, for the body to compute values into
+     * before OPF_STORE_ROW stores the final ones (OPF_ROW_SCRATCH); NULL
+     * otherwise. */
+    void *scratch[OPF_MAX_ARGS];
 } opf_row_args;
 
 typedef void (*opf_row_fn)(const opf_row_args *args);
@@ -985,6 +991,30 @@ OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
         }                                                                                                              \
     } while (0)
 
+/*
+ * OPF_ROW_SCRATCH(y): in a row body, a row of n_y elements to compute y's
+ * values into when the body needs a pass over them before it can store the
+ * final ones, which OPF_STORE_ROW(y, i, expr) then stores, expr reading
+ * them. softmax, y = e / sum(e):
+ *
+ *   T *const e = OPF_ROW_SCRATCH(y);
+ *   T sum = 0;
+ *   for (int64_t i = 0; i < n; i++) { e[i] = exp(x[i] - m); sum += e[i]; }
+ *   const T inv = 1 / sum;
+ *   OPF_STORE_ROW(y, i, e[i] * inv);
+ *
+ * Where the engine asks for y's row to go past the caches it is the
+ * engine's scratch, in cache, so that the row is computed there and goes to
+ * memory once, in OPF_STORE_ROW's stores; elsewhere it is y itself (and the
+ * store above scales y in place). So a body writes and reads it, then
+ * stores y with one OPF_STORE_ROW, and neither reads y nor writes y
+ * otherwise: y may not hold what was written to the scratch.
+ */
+#define OPF_ROW_SCRATCH(y) ((T *)opf__row_scratch(opf__row_stream_args(opf__args), opf__slot_##y, (void *)(y)))
+OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y) {
+    return args != 0 && (args->stream >> slot & 1u) && args->scratch[slot] != 0 ? args->scratch[slot] : y;
+}
+
 /* Each kernel build starts on a 64-byte line, so that where its loops fall
  * against the lines the CPU fetches from does not depend on what the linker
  * put before it: softmax's AVX-512 build ran 15% slower on one thread of
@@ -1323,18 +1353,24 @@ OPF__REDUCE_INLINE double opf_dot(int64_t n, const double *a, const double *b) {
  * address will do, past the row or the mapping), never changes a result,
  * and does nothing in a CUDA build's device code. */
 #define OPF_PREFETCH_AHEAD 4096
-OPF_KERNEL_FN void opf_prefetch_ahead(const void *p, int64_t bytes) {
+/* opf_prefetch_at(p, distance, bytes): the same, `distance` bytes further
+ * on: a loop over a part of a row that the next pass reads from memory (its
+ * next part, or the next row: distance = the part's length) asks for it
+ * while it computes this one. */
+OPF_KERNEL_FN void opf_prefetch_at(const void *p, int64_t distance, int64_t bytes) {
 #if defined(__GNUC__) && !defined(__CUDA_ARCH__)
     /* integer arithmetic: the address may lie past the end of p's array */
-    const uintptr_t at = (uintptr_t)p + OPF_PREFETCH_AHEAD;
+    const uintptr_t at = (uintptr_t)p + (uintptr_t)distance;
     for (int64_t b = 0; b < bytes; b += 64) {
         __builtin_prefetch((const void *)(at + (uintptr_t)b), 0, 3);
     }
 #else
     (void)p;
+    (void)distance;
     (void)bytes;
 #endif
 }
+OPF_KERNEL_FN void opf_prefetch_ahead(const void *p, int64_t bytes) { opf_prefetch_at(p, OPF_PREFETCH_AHEAD, bytes); }
 
 #ifdef __cplusplus
 }

@@ -201,6 +201,7 @@ cdef extern from "opforge.h" nogil:
         int32_t num_prefetch
         const void *prefetch[OPF_MAX_ARGS]
         int64_t prefetch_bytes[OPF_MAX_ARGS]
+        void *scratch[OPF_MAX_ARGS]
 
     ctypedef void (*opf_row_fn)(const opf_row_args *args)
 

@@ -24,7 +24,10 @@
  * one pass, prefetching the inputs OPF_ROW_PREFETCH_BYTES ahead among its
  * stores; a kernel that says it did (*streamed) goes on so, unprobed, and
  * the engine only fences at the end of the chunk; one that does not goes on
- * as above. Unbatched inputs ("w[M]") are passed whole,
+ * as above. Such rows come with the output's row of scratch, which the
+ * engine does not need then (opf_row_args.scratch): a kernel that computes
+ * values in a pass before the last (softmax's exponentials) computes them
+ * there, in cache (OPF_ROW_SCRATCH). Unbatched inputs ("w[M]") are passed whole,
  * copied once when not contiguous. Rows are split over threads; each row is
  * computed by one kernel call, so results do not depend on the thread count.
  *
@@ -289,6 +292,7 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         int streams = 0, realigned = 0;
         call.stream = 0;
         call.num_prefetch = 0;
+        memset(call.scratch, 0, sizeof call.scratch);
         if (probing && (r == begin + 1 || r == stream_probe_end + 1)) {
             window_start = opf_thread_seconds();
         } else if (probing && r == stream_probe_end) {
@@ -329,6 +333,8 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
                     call.stream |= bit;
                     call.out[k - job->num_in] = row;
                     call.out_len[k - job->num_in] = a->len;
+                    /* (the row's scratch, unused by the engine: OPF_ROW_SCRATCH) */
+                    call.scratch[k - job->num_in] = a->len > 0 ? scratch + a->scratch_at : NULL;
                     continue;
                 }
                 streams |= a->stream && streaming;

@@ -136,12 +136,13 @@ NORMS_MAX_FN(norms_max_f64, double, 32)
 enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vectors of floats) */
 
 /* The sum of e = exp(x[i] - s) over x[0 .. n), e stored to y[i] when y is
- * not NULL: NORMS_LANES partial sums, added pairwise. A function of its own,
+ * not NULL, prefetching `ahead` bytes further on than x: NORMS_LANES
+ * partial sums, added pairwise. A function of its own,
  * so that the partial sums stay in vector registers (two AVX-512 ones for
  * float): a loop carrying them in memory waits on a store-to-load round trip
  * per vector of exponentials. */
 #define NORMS_EXP_SUM_FN(fn, type)                                                                                     \
-    OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type *y, int fused) {                                      \
+    OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type *y, int64_t ahead, int fused) {                       \
         typedef type T;                                                                                                \
         T acc[NORMS_LANES];                                                                                            \
         for (int j = 0; j < NORMS_LANES; j++) {                                                                        \
@@ -150,7 +151,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
         int64_t i = 0;                                                                                                 \
         if (y != NULL) {                                                                                               \
             for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
-                opf_prefetch_ahead(x + i, NORMS_LANES * (int64_t)sizeof(T));                                           \
+                opf_prefetch_at(x + i, ahead, NORMS_LANES * (int64_t)sizeof(T));                                       \
                 OPF_SIMD_LOOP                                                                                          \
                 for (int j = 0; j < NORMS_LANES; j++) {                                                                \
                     const T e = NORMS_EXP(x[i + j] - s, fused);                                                        \
@@ -160,7 +161,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
             }                                                                                                          \
         } else {                                                                                                       \
             for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
-                opf_prefetch_ahead(x + i, NORMS_LANES * (int64_t)sizeof(T));                                           \
+                opf_prefetch_at(x + i, ahead, NORMS_LANES * (int64_t)sizeof(T));                                       \
                 for (int j = 0; j < NORMS_LANES; j++) {                                                                \
                     acc[j] = acc[j] + NORMS_EXP(x[i + j] - s, fused);                                                  \
                 }                                                                                                      \
@@ -180,14 +181,17 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
 NORMS_EXP_SUM_FN(norms_exp_sum_f32, float)
 NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
 /* (in a kernel body: its opf_math_fma_ok) */
-#define NORMS_EXP_SUM(n, x, s, y)                                                                                      \
-    (OPF_IS_F64 ? (T)norms_exp_sum_f64((n), (const double *)(x), (double)(s), (double *)(y), opf_math_fma_ok)          \
-                : (T)norms_exp_sum_f32((n), (const float *)(x), (float)(s), (float *)(y), opf_math_fma_ok))
+#define NORMS_EXP_SUM(n, x, s, y, ahead)                                                                               \
+    (OPF_IS_F64 ? (T)norms_exp_sum_f64((n), (const double *)(x), (double)(s), (double *)(y), (ahead), opf_math_fma_ok) \
+                : (T)norms_exp_sum_f32((n), (const float *)(x), (float)(s), (float *)(y), (ahead), opf_math_fma_ok))
 
 /* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
  * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c)
  * (when `store`), and the chunk's sum (NORMS_EXP_SUM: no pass of its own).
- * The row is read from memory once, a chunk at a time. Leaves the chunks'
+ * The row is read from memory once, a chunk at a time: the pass that
+ * computes a chunk's exponentials prefetches the chunk's length further on
+ * (the next chunk, or the next row where rows lie one after the other),
+ * which the next chunk's maximum then finds in cache. Leaves the chunks'
  * shifts, sums and the row's maximum m (NaN ignored). */
 #define NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, store)                                                      \
     for (int64_t at_ = 0, k_ = 0; at_ < (n); at_ += (chunk), k_++) {                                                   \
@@ -196,7 +200,7 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
         (m) = c_ > (m) ? c_ : (m);                                                                                     \
         const T s_ = c_ == -(T)__builtin_inf() ? (T)0 : c_;                                                            \
         (shift)[k_] = s_;                                                                                              \
-        (sum)[k_] = NORMS_EXP_SUM(len_, (x) + at_, s_, (store) ? (y) + at_ : NULL);                                    \
+        (sum)[k_] = NORMS_EXP_SUM(len_, (x) + at_, s_, (store) ? (y) + at_ : NULL, len_ * (int64_t)sizeof(T));         \
     }
 
 /* exp(c - m): what a chunk's sum of exp(x - c) is multiplied by to be a sum
@@ -206,28 +210,41 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
  * 64). */
 #define NORMS_RESCALE(c, m) ((c) == (m) ? (T)1 : opf_exp((c) - (m)))
 
-/* Chunks of at least 1024 elements, at most NORMS_CHUNKS of them. */
-#define NORMS_CHUNK(n) ((n) > NORMS_CHUNKS * 1024 ? ((n) + NORMS_CHUNKS - 1) / NORMS_CHUNKS : 1024)
+/* Chunks of at least `least` elements, at most NORMS_CHUNKS of them. */
+#define NORMS_CHUNK(n, least) ((n) > NORMS_CHUNKS * (least) ? ((n) + NORMS_CHUNKS - 1) / NORMS_CHUNKS : (least))
 
-/* y = exp(x - max) / sum: per chunk y = exp(x - c) * (exp(c - max) / sum).
- * A row with +inf or NaN, or of -inf only, is NaN throughout (as
- * torch.softmax): its sum is NaN, or 0 with max = -inf. */
+/* y = exp(x - max) / sum: per chunk e = exp(x - c), y = e * (exp(c - max) /
+ * sum). e goes to the row's scratch (OPF_ROW_SCRATCH), so that a streamed
+ * row is computed in cache and stored once, with its last multiplication.
+ * Chunks of 64 KiB: a row of up to 16384 floats is one chunk, with one
+ * factor, which that store applies; a longer row's chunks are scaled in
+ * place first. A row with +inf or NaN, or of -inf only, is NaN throughout
+ * (as torch.softmax): its sum is NaN, or 0 with max = -inf. */
 OPF_ROW_KERNEL(softmax, (x), (y), {
-    const int64_t chunk = NORMS_CHUNK(n);
+    const int64_t chunk = NORMS_CHUNK(n, 65536 / (int64_t)sizeof(T));
+    T *const e = OPF_ROW_SCRATCH(y);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
-    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 1)
+    NORMS_EXP_CHUNKS(T, n, x, e, chunk, shift, sum, m, 1)
     T total = 0;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
         shift[k] = NORMS_RESCALE(shift[k], m);
         total += sum[k] * shift[k];
     }
     const T inv = (T)1 / total;
-    for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
-        const int64_t len = n - at < chunk ? n - at : chunk;
-        const T f = shift[k] * inv;
-        T *const yk = y + at;
-        for (int64_t i = 0; i < len; i++) {
-            yk[i] = yk[i] * f;
+    if (n <= chunk) {
+        const T f = n > 0 ? shift[0] * inv : (T)0;
+        OPF_STORE_ROW(y, i, e[i] * f);
+    } else {
+        for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
+            const int64_t len = n - at < chunk ? n - at : chunk;
+            const T f = shift[k] * inv;
+            T *const ek = e + at;
+            for (int64_t i = 0; i < len; i++) {
+                ek[i] = ek[i] * f;
+            }
+        }
+        if (e != y) { /* (y holds them already where the row is not streamed) */
+            OPF_STORE_ROW(y, i, e[i]);
         }
     }
 })
@@ -339,7 +356,7 @@ OPF_KERNEL_FN double norms_log_normal_f64(double t, int fused) {
 /* y = (x - max) - log(sum(exp(x - max))), the sum from the chunks' sums of
  * exp(x - c). */
 OPF_ROW_KERNEL(log_softmax, (x), (y), {
-    const int64_t chunk = NORMS_CHUNK(n);
+    const int64_t chunk = NORMS_CHUNK(n, 1024);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
     NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 0)
     T total = 0;

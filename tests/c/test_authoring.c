@@ -49,6 +49,35 @@ OPF_ROW_KERNEL(store_rows, (x, w), (y, z, colsum), {
     }
 })
 
+/* Row-wise with OPF_ROW_SCRATCH, softmax's pattern: y = e / sum(e) with
+ * e = x^2 + 1 computed first (into the row's scratch where y is streamed),
+ * and normalize_rows_plain, the same in plain loops over y. The count of
+ * rows computed in a scratch row that is not y tells the test that the
+ * engine gave one. */
+static _Atomic long long rows_in_scratch;
+OPF_ROW_KERNEL(normalize_rows, (x), (y), {
+    T *const e = OPF_ROW_SCRATCH(y);
+    rows_in_scratch += (void *)e != (void *)y;
+    T s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        e[i] = x[i] * x[i] + 1;
+        s += e[i];
+    }
+    const T inv = (T)1 / s;
+    OPF_STORE_ROW(y, i, e[i] * inv);
+})
+OPF_ROW_KERNEL(normalize_rows_plain, (x), (y), {
+    T s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = x[i] * x[i] + 1;
+        s += y[i];
+    }
+    const T inv = (T)1 / s;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = y[i] * inv;
+    }
+})
+
 /* Row-wise with an output summed over the rows (no "..."): the dot product
  * of each row of x and y, and the column sums of x. */
 OPF_ROW_KERNEL(col_stats, (x, y), (dot, colsum), {
@@ -90,6 +119,8 @@ static const opf_op_decl user_decls[] = {
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
     {"store_rows(x[..., M], w[M]) -> (y[..., M], z[..., M]?, colsum[M]?)", .doc = "centered rows times w, x w",
      .row = &store_rows},
+    {"normalize_rows(x[..., M]) -> y[..., M]", .doc = "e / sum(e), e = x^2 + 1", .row = &normalize_rows},
+    {"normalize_rows_plain(x[..., M]) -> y[..., M]", .doc = "the same, in plain loops", .row = &normalize_rows_plain},
     {"col_stats(x[..., M], y[..., M]) -> (dot[...], colsum[M]?)", .doc = "row dots and column sums", .row = &col_stats},
     {"exp_row_sum(x[..., M]) -> s[...]", .doc = "sum of exp over rows", .row = &exp_row_sum},
     {"fail(x) -> y", .doc = "always fails", .compute = fail_compute},
@@ -598,6 +629,65 @@ TEST(test_rows_stored_by_the_kernel) {
     opf_set_num_threads(threads);
 }
 
+/* OPF_ROW_SCRATCH: rows of 33 MiB outputs, on and off 64-byte lines, on 1
+ * and 2 threads, computed in the engine's scratch and stored by
+ * OPF_STORE_ROW: the same bits as the plain loops over y, and y = e /
+ * sum(e) within rounding of a double loop here. */
+TEST(test_rows_computed_in_scratch) {
+    const int threads = opf_get_num_threads();
+    for (int f64 = 0; f64 < 2; f64++) {
+        for (int variant = 0; variant < 3; variant++) {
+            const size_t elem = f64 ? 8 : 4;
+            const int64_t M = variant == 0 ? 4096 : 1031, offset = variant == 2;
+            const int64_t R = harness_slow() ? 3 : ((int64_t)33 << 20) / (M * (int64_t)elem);
+            int64_t shape[2] = {R, M};
+            const opf_dtype dt = f64 ? OPF_F64 : OPF_F32;
+            rng r = rng_seed(43 + (uint64_t)variant);
+            char *x = xcalloc((size_t)(R * M), elem), *y = xcalloc((size_t)(R * M) + 1, elem);
+            char *want_y = xcalloc((size_t)(R * M), elem);
+            if (f64) {
+                fill_uniform_f64(&r, (double *)x, (size_t)(R * M), -3, 3);
+            } else {
+                fill_uniform_f32(&r, (float *)x, (size_t)(R * M), -3, 3);
+            }
+            opf_tensor tx = opf_tensor_make(x, dt, 2, shape), ty = opf_tensor_make(y, dt, 2, shape);
+            opf_tensor twant = opf_tensor_make(want_y, dt, 2, shape);
+            ty.byte_offset = offset * (int64_t)elem; /* rows off the lines */
+            opf_set_num_threads(variant == 1 ? 1 : 2);
+            rows_in_scratch = 0;
+            CHECK(opf_op_run(user_op("normalize_rows"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty},
+                             NULL) == OPF_OK,
+                  "%s", opf_last_error());
+            CHECK(harness_slow() || rows_in_scratch > R / 2, "%s M=%lld: %lld of %lld rows computed in scratch",
+                  f64 ? "f64" : "f32", (long long)M, (long long)rows_in_scratch, (long long)R);
+            CHECK(opf_op_run(user_op("normalize_rows_plain"), (const opf_tensor *[]){&tx},
+                             (const opf_tensor *[]){&twant}, NULL) == OPF_OK,
+                  "%s", opf_last_error());
+            CHECK(memcmp(y + offset * (int64_t)elem, want_y, (size_t)(R * M) * elem) == 0,
+                  "%s M=%lld: y differs from the plain loops' bits", f64 ? "f64" : "f32", (long long)M);
+            int bad = 0;
+            for (int64_t i = 0; i < R && !bad; i++) {
+                double s = 0;
+                for (int64_t j = 0; j < M; j++) {
+                    const double xv = f64 ? ((double *)x)[i * M + j] : ((float *)x)[i * M + j];
+                    s += xv * xv + 1;
+                }
+                for (int64_t j = 0; j < M && !bad; j++) {
+                    const int64_t at = i * M + j;
+                    const double xv = f64 ? ((double *)x)[at] : ((float *)x)[at];
+                    const double got = f64 ? ((double *)y)[at + offset] : ((float *)y)[at + offset];
+                    const double want = (xv * xv + 1) / s;
+                    bad |= !CHECK(fabs(got - want) <= (f64 ? 1e-12 : 1e-5) * fabs(want), "%s y[%lld,%lld] %g want %g",
+                                  f64 ? "f64" : "f32", (long long)i, (long long)j, got, want);
+                }
+            }
+            CHECK(!offset || (f64 ? ((double *)y)[0] : ((float *)y)[0]) == 0, "the element before y was written");
+            free(x), free(y), free(want_y);
+        }
+    }
+    opf_set_num_threads(threads);
+}
+
 /* opf_prefetch_ahead is a hint: its rows end where the memory mapped for
  * them ends, before pages that may not be read, and the kernel asks for the
  * lines OPF_PREFETCH_AHEAD bytes past them; the results are a plain loop's. */
@@ -734,6 +824,7 @@ int main(void) {
     RUN_TEST(test_rows_summed_output);
     RUN_TEST(test_rows_streamed_output);
     RUN_TEST(test_rows_stored_by_the_kernel);
+    RUN_TEST(test_rows_computed_in_scratch);
     RUN_TEST(test_rows_prefetch_past_the_mapping);
     RUN_TEST(test_kernel_errors);
     RUN_TEST(test_declaration_mistakes);
