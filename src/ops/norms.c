@@ -185,6 +185,11 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
     (OPF_IS_F64 ? (T)norms_exp_sum_f64((n), (const double *)(x), (double)(s), (double *)(y), (ahead), opf_math_fma_ok) \
                 : (T)norms_exp_sum_f32((n), (const float *)(x), (float)(s), (float *)(y), (ahead), opf_math_fma_ok))
 
+/* How far ahead a chunk's exponentials prefetch: its length, or
+ * OPF_PREFETCH_AHEAD for short chunks (rows), where that reaches further. */
+#define NORMS_AHEAD(len)                                                                                               \
+    ((len) * (int64_t)sizeof(T) > OPF_PREFETCH_AHEAD ? (len) * (int64_t)sizeof(T) : (int64_t)OPF_PREFETCH_AHEAD)
+
 /* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
  * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c)
  * (when `store`), and the chunk's sum (NORMS_EXP_SUM: no pass of its own).
@@ -200,7 +205,7 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
         (m) = c_ > (m) ? c_ : (m);                                                                                     \
         const T s_ = c_ == -(T)__builtin_inf() ? (T)0 : c_;                                                            \
         (shift)[k_] = s_;                                                                                              \
-        (sum)[k_] = NORMS_EXP_SUM(len_, (x) + at_, s_, (store) ? (y) + at_ : NULL, len_ * (int64_t)sizeof(T));         \
+        (sum)[k_] = NORMS_EXP_SUM(len_, (x) + at_, s_, (store) ? (y) + at_ : NULL, NORMS_AHEAD(len_));                 \
     }
 
 /* exp(c - m): what a chunk's sum of exp(x - c) is multiplied by to be a sum
