@@ -210,9 +210,8 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
 
 /* exp(c - m): what a chunk's sum of exp(x - c) is multiplied by to be a sum
  * of exp(x - m); exactly 1 (opf_exp(0)) for the chunk that holds the
- * maximum, without the scalar exponential (a row of one chunk, the rows
- * shorter than 1024 elements, needs none: 10% of softmax's time on rows of
- * 64). */
+ * maximum, without the scalar exponential (a row of one chunk needs none:
+ * 10% of softmax's time on rows of 64). */
 #define NORMS_RESCALE(c, m) ((c) == (m) ? (T)1 : opf_exp((c) - (m)))
 
 /* Chunks of at least `least` elements, at most NORMS_CHUNKS of them. */
