@@ -1012,7 +1012,7 @@ OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
  */
 #define OPF_ROW_SCRATCH(y) ((T *)opf__row_scratch(opf__row_stream_args(opf__args), opf__slot_##y, (void *)(y)))
 OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y) {
-    return args != 0 && (args->stream >> slot & 1u) && args->scratch[slot] != 0 ? args->scratch[slot] : y;
+    return args != 0 && args->scratch[slot] != 0 ? args->scratch[slot] : y;
 }
 
 /* Each kernel build starts on a 64-byte line, so that where its loops fall

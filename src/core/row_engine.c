@@ -292,7 +292,6 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         int streams = 0, realigned = 0;
         call.stream = 0;
         call.num_prefetch = 0;
-        memset(call.scratch, 0, sizeof call.scratch);
         if (probing && (r == begin + 1 || r == stream_probe_end + 1)) {
             window_start = opf_thread_seconds();
         } else if (probing && r == stream_probe_end) {
@@ -359,6 +358,7 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
             } else {
                 call.out[k - job->num_in] = ptr;
                 call.out_len[k - job->num_in] = a->len;
+                call.scratch[k - job->num_in] = NULL; /* (the engine's own: not the kernel's to use) */
             }
         }
         if (call.stream != 0 && r + job->prefetch_rows < end) {
