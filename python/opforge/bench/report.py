@@ -6,15 +6,19 @@ Ratios (all measured in the same run):
 - transformer ops: GB/s (the [N, M] arrays read and written, transformer.py's
   STREAMS) / the copy roof of [N, M] float32, i.e. a copy's time of the same
   bytes / the op's;
-- opforge's elementwise and transformer rows also / the copy timed beside
-  them (vs_copy_beside: a copy of the input's bytes after each of the op's
-  runs, on its threads; worker.py), which the transformer rows' bound uses;
 - dense GFLOP/s / the FMA peak for its dtype at the same thread count;
 - each / the fastest built-in (any framework) on the same op, dtype and
   size: for the transformer ops, the fastest built-in's time / opforge's.
   opforge on all threads is compared with the frameworks at their default
   threads; opforge on one thread with the frameworks pinned to one core
-  (and NumPy's single-threaded ufuncs), where the run has them.
+  (and NumPy's single-threaded ufuncs), where the run has them;
+- elementwise and transformer rows also / the copy timed beside them
+  (vs_copy_beside: a copy of the input's bytes after each of the op's
+  runs, on its threads; worker.py), which the transformer rows' bound uses,
+  and the same comparison with the fastest built-in made of those shares
+  (vs_best_builtin_beside): every implementation runs in a worker of its
+  own, minutes apart, and on a shared machine the bandwidth moves by tens
+  of percent between them; the copy beside each moves with it.
 
 A built-in whose thread count is unknown is compared with the roof at all
 threads. The JSON keeps every raw time (every timed run) next to the ratios.
@@ -78,6 +82,25 @@ def _add_ratios(entries: list[dict[str, Any]], key: str, value: str, roofs: dict
         entry["best_builtin"] = entry_label(fastest) if fastest else None
 
 
+def _add_beside_ratios(entries: list[dict[str, Any]], key: str, all_threads: int) -> None:
+    """Adds vs_best_builtin_beside and best_builtin_beside to each entry that
+    has a copy timed beside it: vs_best_builtin with each side's speed taken
+    relative to its own copy (vs_copy_beside), i.e. the fastest peer's time
+    per copy over the entry's. Each implementation runs in its own worker, at
+    its own moment; where the machine's bandwidth moved between them, the
+    plain ratio moves with it and this one does not."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for entry in entries:
+        if entry["builtin"] and entry.get("vs_copy_beside"):
+            groups.setdefault((str(entry[key]), entry["dtype"]), []).append(entry)
+    for entry in entries:
+        peers = _peers(entry, groups.get((str(entry[key]), entry["dtype"]), []), all_threads)
+        fastest = max(peers, key=lambda e: float(e["vs_copy_beside"])) if peers else None
+        ok = fastest is not None and entry.get("vs_copy_beside")
+        entry["vs_best_builtin_beside"] = entry["vs_copy_beside"] / fastest["vs_copy_beside"] if ok else None
+        entry["best_builtin_beside"] = entry_label(fastest) if ok else None
+
+
 def _add_bounds(entries: list[dict[str, Any]], copy_roof: dict[str, float]) -> None:
     """Adds bound_s and vs_bound to each entry with an in-cache time: the
     slower of the copy roof's time for its bytes (the copy timed beside it
@@ -125,6 +148,8 @@ def build(machine: dict[str, Any], settings: Settings, args: argparse.Namespace,
     for entry in sections["elementwise"] + sections["transformer"]:
         if entry.get("copy_beside_gbs"):
             entry["vs_copy_beside"] = entry["gbs"] / entry["copy_beside_gbs"]
+    _add_beside_ratios(sections["elementwise"], "op", all_threads)
+    _add_beside_ratios(sections["transformer"], "op", all_threads)
     _add_ratios(sections["dense"], "shape", "gflops", peaks, "peak", all_threads)
     return {
         "schema": SCHEMA,
@@ -237,19 +262,30 @@ def _limits_text(result: dict[str, Any]) -> list[str]:
             *table(headers, rows, [False] + [True] * len(thread_counts))]
 
 
+BESIDE_TEXT = ("same, per copy beside = that comparison with each one's speed taken relative to the copy timed "
+               "beside it: each implementation runs at its own moment, and the machine's bandwidth may differ")
+
+
+def _beside(e: dict[str, Any]) -> str:
+    """The vs_best_builtin_beside column ("—" where there is none)."""
+    fastest = e.get("best_builtin_beside")
+    return _times(e.get("vs_best_builtin_beside"), fastest, entry_label(e) == fastest)
+
+
 def _eltwise_text(result: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for dtype in dict.fromkeys(e["dtype"] for e in result["elementwise"]):
         entries = [e for e in result["elementwise"] if e["dtype"] == dtype]
         rows = [[e["op"], entry_label(e), _threads(e), f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
                  _pct(e.get("vs_copy_beside")),
-                 _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"])
-                 + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
+                 _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"]),
+                 _beside(e) + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
         lines += ["", f"Elementwise, {dtype}, {entries[0]['elements']} elements "
-                      "(GB/s = bytes read + written / time; vs copy beside = vs a copy of the input's bytes timed "
-                      "after each of the op's runs, on its threads: opforge only)",
+                      f"(GB/s = bytes read + written / time; vs copy beside = vs a copy of the input's bytes timed "
+                      f"after each of the op's runs, on its threads; {BESIDE_TEXT})",
                   *table(["op", "implementation", "threads", "GB/s", "vs copy roof", "vs copy beside",
-                          "vs fastest built-in"], rows, [False, False, True, True, True, True, False])]
+                          "vs fastest built-in", "same, per copy beside"], rows,
+                         [False, False, True, True, True, True, False, False])]
     return lines
 
 
@@ -276,19 +312,19 @@ def _transformer_text(result: dict[str, Any]) -> list[str]:
 
     rows = [[e["op"], entry_label(e), _threads(e), f"{e['best_s'] * 1e3:.2f}", f"{e['gbs']:.1f}", _pct(e["vs_copy"]),
              _pct(e.get("vs_copy_beside")), in_cache(e), _pct(e.get("vs_bound")),
-             _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"])
-             + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
+             _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"]),
+             _beside(e) + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
     rows.sort(key=lambda row: OPS.index(row[0]))  # by op; implementations in run order
     n, m = entries[0]["shape"]
     return ["", f"Transformer ops, float32 [{n}, {m}], forward and gradient rows (GB/s = the [{n}, {m}] arrays "
                 "read + written / time; vs copy beside = vs a copy of the same arrays timed after each of the "
-                "op's runs, on its threads (opforge only: the roof of the same moments); in cache = opforge's "
+                "op's runs, on its threads (the roof of the same moments); in cache = opforge's "
                 "arithmetic alone: its time on a few rows that stay in L2, scaled to all rows and spread over the "
                 "threads; vs bound = the slower of that copy and that arithmetic, over the time; vs fastest "
-                "built-in = its time / this one's)",
+                f"built-in = its time / this one's; {BESIDE_TEXT})",
             *table(["op", "implementation", "threads", "ms", "GB/s", "vs copy roof", "vs copy beside", "in cache ms",
-                    "vs bound", "vs fastest built-in"], rows,
-                   [False, False, True, True, True, True, True, True, True, False])]
+                    "vs bound", "vs fastest built-in", "same, per copy beside"], rows,
+                   [False, False, True, True, True, True, True, True, True, False, False])]
 
 
 def format_text(result: dict[str, Any]) -> str:

@@ -113,7 +113,7 @@ class Worker:
         self.result = WorkerResult(impl.name, impl.builtin, impl.version(), level, pinned)
         self.all_threads = impl.threads("dense") if not impl.builtin else None
         self._cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        self._copier: Optional[limits.Copier] = None  # the copies timed beside opforge's ops (_copier_of)
+        self._copier: Optional[limits.Copier] = None  # the copies timed beside each op (_copier_of)
 
     def label(self) -> str:
         if self.result.pinned:
@@ -149,14 +149,16 @@ class Worker:
         return timing
 
     def _time_maybe_beside(self, what: str, runner: Any, nbytes: float, copier: Optional[limits.Copier],
-                           threads: Optional[int]) -> tuple[Timing, Optional[float]]:
+                           threads: Optional[int], section: str) -> tuple[Timing, Optional[float]]:
         """_time of an op that moves nbytes, with a copy of copier's size after
-        each run (every variant, on the same threads) where there is a copier:
+        each run (every variant) where there is a copier, on the op's threads
+        (a framework at its default threads: on every core this worker has):
         the op's Timing and the copies' best GB/s (None without copies)."""
-        if copier is None or threads is None:
+        if copier is None:
             return self._time(what, runner, nbytes, "GB/s"), None
+        copy_threads = self._threads_of(threads, section) or max(1, len(self._cores))
         self.progress.begin(f"{self.label()}: {what}")
-        timing, copies = time_with_copies(runner, copier.runs(threads), self.settings.repeats,
+        timing, copies = time_with_copies(runner, copier.runs(copy_threads), self.settings.repeats,
                                           self.settings.budget_s, self.settings.min_time_s)
         copy_gbs = copier.gbs(copies.best_s)
         self.progress.end(f"{nbytes / timing.best_s / 1e9:8.1f} GB/s (copy beside it: {copy_gbs:.1f} GB/s)")
@@ -196,14 +198,14 @@ class Worker:
         x, b = _eltwise_inputs(n, dtype)
         out = np.empty_like(x)
         out.fill(0)  # touch every page once, before timing
-        copier = None if self.impl.builtin else self._copier_of(x.nbytes // 4)
+        copier = self._copier_of(x.nbytes // 4)
         for op in ELTWISE_OPS:
             nbytes = ELTWISE_STREAMS[op] * x.nbytes
             for threads in self.thread_counts():
                 self._set_threads(threads)
                 what = f"{op} {dtype} {n}" + (f", {threads} thread(s)" if threads else "")
                 timing, copy_gbs = self._time_maybe_beside(what, self.impl.eltwise(op, x, b, out), nbytes, copier,
-                                                           threads)
+                                                           threads, "elementwise")
                 error = _eltwise_check(op, x, b, self.impl.to_numpy(timing.result))
                 entry = {
                     "section": "elementwise",
@@ -265,11 +267,11 @@ class Worker:
             return
         nbytes = tr.STREAMS[op] * data.x.nbytes
         in_cache = None if self.impl.builtin else self._in_cache_time(op, shape)
-        copier = None if self.impl.builtin else self._copier_of(data.x.size)
+        copier = self._copier_of(data.x.size)
         for threads in self.thread_counts():
             self._set_threads(threads)
             what = f"{op} float32 {shape[0]}x{shape[1]}" + (f", {threads} thread(s)" if threads else "")
-            timing, copy_gbs = self._time_maybe_beside(what, runner, nbytes, copier, threads)
+            timing, copy_gbs = self._time_maybe_beside(what, runner, nbytes, copier, threads, "transformer")
             outputs = timing.result if isinstance(timing.result, (tuple, list)) else (timing.result,)
             error = tr.check(data, [self.impl.to_numpy(o) for o in outputs])
             entry = {
@@ -292,11 +294,14 @@ class Worker:
         self._set_threads(self.all_threads)
 
     def _copier_of(self, elements: int) -> Optional[limits.Copier]:
-        """The copies timed beside opforge's elementwise and transformer ops:
-        of ``elements`` float32 (the bytes of the op's input), so that each
-        op's share of the copy roof compares two measurements of one moment
-        (on a shared machine the bandwidth moves by tens of percent between
-        the limits' rounds and an op's runs). None without the probe."""
+        """The copies timed beside every implementation's elementwise and
+        transformer ops: of ``elements`` float32 (the bytes of the op's
+        input), so that an op's share of the copy roof compares two
+        measurements of one moment (on a shared machine the bandwidth moves by
+        tens of percent between the limits' rounds and an op's runs), and so
+        do opforge's ratios to the frameworks, each measured in its own worker
+        at its own moment (report.py: vs_best_builtin_beside). None without
+        the probe."""
         if not limits.probe_available():
             return None
         if self._copier is None or self._copier.elements != limits.copy_elements(elements):
