@@ -88,7 +88,9 @@ def _add_beside_ratios(entries: list[dict[str, Any]], key: str, all_threads: int
     relative to its own copy (vs_copy_beside), i.e. the fastest peer's time
     per copy over the entry's. Each implementation runs in its own worker, at
     its own moment; where the machine's bandwidth moved between them, the
-    plain ratio moves with it and this one does not."""
+    plain ratio of a memory-bound op moves with it and this one does not.
+    (An op bound by its arithmetic does not slow down with the bandwidth:
+    for it this ratio overcorrects, and the plain one is the figure.)"""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for entry in entries:
         if entry["builtin"] and entry.get("vs_copy_beside"):
@@ -263,7 +265,8 @@ def _limits_text(result: dict[str, Any]) -> list[str]:
 
 
 BESIDE_TEXT = ("same, per copy beside = that comparison with each one's speed taken relative to the copy timed "
-               "beside it: each implementation runs at its own moment, and the machine's bandwidth may differ")
+               "beside it: each implementation runs at its own moment, and the machine's bandwidth may differ; for "
+               "memory-bound rows, not for those bound by their arithmetic (a high vs bound with a long in-cache time)")
 
 
 def _beside(e: dict[str, Any]) -> str:
