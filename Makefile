@@ -8,6 +8,8 @@
 #                   `pip install .` into a fresh venv (test-install)
 #   make install PREFIX=/usr/local
 #   make bench      `opforge bench`: opforge vs installed built-ins vs machine limits
+#   make ab BASE=REV  the library at REV against the working tree's, case by case
+#                   in one process (scripts/ab.sh, bench/ab.c)
 #   make format     clang-format the C sources
 
 PREFIX ?= /usr/local
@@ -90,7 +92,7 @@ ASAN_TEST_BIN := $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 .PHONY: deps deps-test all lib demo test test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python \
-        test-install bench-build venv \
+        test-install bench-build ab venv \
         install uninstall format format-check clean
 
 PACKAGE_PC := $(BUILD)/package/opforge.pc
@@ -152,9 +154,21 @@ $(BUILD)/asan/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(ASAN_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_FLAGS) -O1 $(SANITIZE) $< tests/c/harness.c $(ASAN_A) -o $@ $(LDLIBS)
 
-# Every C test at the default ISA level, then at each forced level.
-test-c: $(TEST_BIN)
+# Every C test at the default ISA level, then at each forced level. (The A/B
+# tool is built here too, so that it compiles with every change.)
+test-c: $(TEST_BIN) $(BUILD)/bench/ab
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+	@echo "== $(BUILD)/bench/ab (the library against itself)"
+	@$(BUILD)/bench/ab -n 1 -copy $(LIB_SO) $(LIB_SO) -- softmax:4x8 rms_norm:4x8,8 >$(BUILD)/bench/ab.out
+	@test "$$(grep -c 'same bits' $(BUILD)/bench/ab.out)" = 2 || { cat $(BUILD)/bench/ab.out; exit 1; }
+
+$(BUILD)/bench/ab: bench/ab.c include/opforge.h
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_FLAGS) -O2 $< -o $@ -ldl -lm
+
+BASE ?= HEAD
+ab:
+	scripts/ab.sh $(BASE) $(CASES)
 
 test-isa: $(TEST_BIN)
 	@set -e; for isa in $(KERNEL_ISAS); do for t in $(TEST_BIN); do \
