@@ -98,7 +98,7 @@ def _add_beside_ratios(entries: list[dict[str, Any]], key: str, all_threads: int
     for entry in entries:
         peers = _peers(entry, groups.get((str(entry[key]), entry["dtype"]), []), all_threads)
         fastest = max(peers, key=lambda e: float(e["vs_copy_beside"])) if peers else None
-        ok = fastest is not None and entry.get("vs_copy_beside")
+        ok = fastest is not None and bool(entry.get("vs_copy_beside"))
         entry["vs_best_builtin_beside"] = entry["vs_copy_beside"] / fastest["vs_copy_beside"] if ok else None
         entry["best_builtin_beside"] = entry_label(fastest) if ok else None
 
@@ -284,7 +284,7 @@ def _eltwise_text(result: dict[str, Any]) -> list[str]:
                  _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"]),
                  _beside(e) + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
         lines += ["", f"Elementwise, {dtype}, {entries[0]['elements']} elements "
-                      f"(GB/s = bytes read + written / time; vs copy beside = vs a copy of the input's bytes timed "
+                      "(GB/s = bytes read + written / time; vs copy beside = vs a copy of the input's bytes timed "
                       f"after each of the op's runs, on its threads; {BESIDE_TEXT})",
                   *table(["op", "implementation", "threads", "GB/s", "vs copy roof", "vs copy beside",
                           "vs fastest built-in", "same, per copy beside"], rows,
