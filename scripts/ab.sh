@@ -11,6 +11,9 @@
 # [8192, 4096] and at [262144, 64] (rows of 16 KiB and of 256 bytes take
 # different paths: a change can move one and not the other), and the
 # elementwise ops at 16M elements. A CASE is OP:SHAPE[,SHAPE...] (bench/ab.c).
+# Each case: REV's build, the working tree's, then REV's again (its ratio to
+# the first is the noise of this run: on a shared 2-core VM, identical code
+# has measured 0.88-1.5x itself at 15 reps), best of REPS (default 30) each.
 # Times move by tens of percent between runs on a shared machine; the ratios
 # of one run, and the "per copy" column, are the figures to read.
 set -eu
@@ -43,6 +46,9 @@ if [ $# -eq 0 ]; then
     done
     set -- "$@" relu:16777216 scale:16777216 add:16777216,16777216
 fi
+# REV's build comes a second time, last: its ratio to the first line is this
+# run's noise, the yardstick for the working tree's.
 for threads in 1 "$jobs"; do
-    "$work/bench/ab" -t "$threads" -copy "$base/libopforge.so" "$work/libopforge.so" -- "$@"
+    "$work/bench/ab" -t "$threads" -n "${REPS:-30}" -copy "$base/libopforge.so" "$work/libopforge.so" \
+        "$base/libopforge.so" -- "$@"
 done
