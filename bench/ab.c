@@ -189,6 +189,8 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
     const opf_op_def *op = ops[0];
     const size_t elem = dtype == OPF_F64 ? sizeof(double) : sizeof(float);
     ab_buffer in[OPF_MAX_ARGS] = {{0}}, out[AB_MAX_LIBS][OPF_MAX_ARGS] = {{{0}}};
+    char *copy_dst = NULL;
+    int status = 1; /* (every buffer is freed at `done`, whatever fails) */
     const opf_tensor *in_ptr[OPF_MAX_ARGS] = {NULL}, *out_ptr[AB_MAX_LIBS][OPF_MAX_ARGS] = {{NULL}};
     char shapes[512];
     snprintf(shapes, sizeof shapes, "%s", colon + 1);
@@ -198,7 +200,7 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
         if (ndim < 0) {
             fprintf(stderr, "ab: %s: bad shape '%s' (or more shapes than its %d inputs)\n", op_name, s,
                     (int)op->num_inputs);
-            return 1;
+            goto done;
         }
         ab_alloc(&in[nin], in[nin].numel, elem, offset);
         in[nin].t = (opf_tensor){in[nin].t.data, {OPF_DEVICE_CPU, 0}, ndim, dtype, in[nin].shape, NULL, 0};
@@ -219,7 +221,7 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
             int32_t ndim = 0;
             if (libs[0].infer(op, in_ptr, o, &ndim, b->shape) != OPF_OK) {
                 fprintf(stderr, "ab: %s: %s\n", op_name, libs[0].error());
-                return 1;
+                goto done;
             }
             int64_t numel = 1;
             for (int32_t d = 0; d < ndim; d++) {
@@ -231,7 +233,6 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
         }
     }
     const size_t copy_bytes = in[0].numel > 0 ? (size_t)in[0].numel * elem : 0;
-    char *copy_dst = NULL;
     if (copy && copy_bytes > 0 && (copy_dst = aligned_alloc(64, (copy_bytes + 63) / 64 * 64)) == NULL) {
         fprintf(stderr, "ab: out of memory for the copy\n");
         exit(2);
@@ -251,7 +252,7 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
             const double t0 = ab_now();
             if (libs[l].run(ops[l], in_ptr, out_ptr[l], NULL) != OPF_OK) {
                 fprintf(stderr, "ab: %s %s: %s\n", libs[l].path, op_name, libs[l].error());
-                return 1;
+                goto done;
             }
             const double t = ab_now() - t0;
             if (r > 0) {
@@ -292,16 +293,18 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
             printf("  differs by up to %.3g\n", worst);
         }
     }
-    for (int k = 0; k < nin; k++) {
+    status = 0;
+done:
+    for (int k = 0; k < OPF_MAX_ARGS; k++) {
         free(in[k].block);
     }
     for (int l = 0; l < nlibs; l++) {
-        for (int32_t o = 0; o < op->num_outputs; o++) {
+        for (int32_t o = 0; o < OPF_MAX_ARGS; o++) {
             free(out[l][o].block);
         }
     }
     free(copy_dst);
-    return 0;
+    return status;
 }
 
 static void ab_usage(void) {

@@ -55,11 +55,6 @@ OPF_ROW_KERNEL(store_rows, (x, w), (y, z, colsum), {
  * rows computed in a scratch row that is not y tells the test that the
  * engine gave one. */
 static _Atomic long long rows_in_scratch;
-#if defined(__x86_64__) && defined(__GNUC__) /* OPF_STORE_ROW's non-temporal stores */
-#define OPF_TEST_STREAMS 1
-#else
-#define OPF_TEST_STREAMS 0
-#endif
 OPF_ROW_KERNEL(normalize_rows, (x), (y), {
     T *const e = OPF_ROW_SCRATCH(y);
     rows_in_scratch += (void *)e != (void *)y;
@@ -663,10 +658,10 @@ TEST(test_rows_computed_in_scratch) {
             CHECK(opf_op_run(user_op("normalize_rows"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty},
                              NULL) == OPF_OK,
                   "%s", opf_last_error());
-            /* (where the build streams rows: x86-64; elsewhere the engine
+            /* (where the build streams rows, OPF__STREAMS: x86-64; elsewhere the engine
              * asks on a chunk's first row only, and the kernel's plain store
              * answers that it did not stream) */
-            CHECK(harness_slow() || !OPF_TEST_STREAMS || rows_in_scratch > R / 2,
+            CHECK(harness_slow() || !OPF__STREAMS || rows_in_scratch > R / 2,
                   "%s M=%lld: %lld of %lld rows computed in scratch", f64 ? "f64" : "f32", (long long)M,
                   (long long)rows_in_scratch, (long long)R);
             CHECK(opf_op_run(user_op("normalize_rows_plain"), (const opf_tensor *[]){&tx},

@@ -65,17 +65,26 @@ def _peers(entry: dict[str, Any], builtins: list[dict[str, Any]], all_threads: i
     return [b for b in builtins if not b.get("pinned")]
 
 
+def _fastest_peers(entries: list[dict[str, Any]], key: str, value: str,
+                   all_threads: int) -> list[tuple[dict[str, Any], Optional[dict[str, Any]]]]:
+    """Each entry with the fastest of its _peers by `value` (None without
+    peers); built-ins without `value` are no one's peers."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for entry in entries:
+        if entry["builtin"] and entry.get(value):
+            groups.setdefault((str(entry[key]), entry["dtype"]), []).append(entry)
+    pairs = []
+    for entry in entries:
+        peers = _peers(entry, groups.get((str(entry[key]), entry["dtype"]), []), all_threads)
+        pairs.append((entry, max(peers, key=lambda e: float(e[value])) if peers else None))
+    return pairs
+
+
 def _add_ratios(entries: list[dict[str, Any]], key: str, value: str, roofs: dict[str, dict[str, float]],
                 roof_name: str, all_threads: int) -> None:
     """Adds vs_<roof_name>, vs_best_builtin and best_builtin (the fastest of
     its _peers) to each entry."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for entry in entries:
-        if entry["builtin"]:
-            groups.setdefault((str(entry[key]), entry["dtype"]), []).append(entry)
-    for entry in entries:
-        peers = _peers(entry, groups.get((str(entry[key]), entry["dtype"]), []), all_threads)
-        fastest = max(peers, key=lambda e: float(e[value])) if peers else None
+    for entry, fastest in _fastest_peers(entries, key, value, all_threads):
         roof = _roof_for(roofs.get(entry["dtype"] if roof_name == "peak" else "float32", {}), entry["threads"])
         entry[f"vs_{roof_name}"] = _ratio(entry[value], roof)
         entry["vs_best_builtin"] = _ratio(entry[value], fastest[value]) if fastest else None
@@ -91,15 +100,9 @@ def _add_beside_ratios(entries: list[dict[str, Any]], key: str, all_threads: int
     plain ratio of a memory-bound op moves with it and this one does not.
     (An op bound by its arithmetic does not slow down with the bandwidth:
     for it this ratio overcorrects, and the plain one is the figure.)"""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for entry in entries:
-        if entry["builtin"] and entry.get("vs_copy_beside"):
-            groups.setdefault((str(entry[key]), entry["dtype"]), []).append(entry)
-    for entry in entries:
-        peers = _peers(entry, groups.get((str(entry[key]), entry["dtype"]), []), all_threads)
-        fastest = max(peers, key=lambda e: float(e["vs_copy_beside"])) if peers else None
+    for entry, fastest in _fastest_peers(entries, key, "vs_copy_beside", all_threads):
         ok = fastest is not None and bool(entry.get("vs_copy_beside"))
-        entry["vs_best_builtin_beside"] = entry["vs_copy_beside"] / fastest["vs_copy_beside"] if ok else None
+        entry["vs_best_builtin_beside"] = _ratio(entry["vs_copy_beside"], fastest["vs_copy_beside"]) if ok else None
         entry["best_builtin_beside"] = entry_label(fastest) if ok else None
 
 
