@@ -36,6 +36,7 @@ cdef extern from "opforge.h" nogil:
         OPF_ARG_BATCHED
         OPF_OP_ELEMENTWISE
         OPF_OP_PASS_THROUGH
+        OPF_ROW_KERNEL_RUNS
 
     # -- status and errors ------------------------------------------------
 
@@ -202,6 +203,9 @@ cdef extern from "opforge.h" nogil:
         const void *prefetch[OPF_MAX_ARGS]
         int64_t prefetch_bytes[OPF_MAX_ARGS]
         void *scratch[OPF_MAX_ARGS]
+        int64_t rows
+        int64_t in_stride[OPF_MAX_ARGS]
+        int64_t out_stride[OPF_MAX_ARGS]
 
     ctypedef void (*opf_row_fn)(const opf_row_args *args)
 
@@ -217,6 +221,7 @@ cdef extern from "opforge.h" nogil:
         opf_row_fn f64[OPF_NUM_VARIANTS]
         opf_cuda_row_fn cuda
         opf_cuda_row_fn cuda_team
+        uint32_t flags
 
     ctypedef struct opf_op_def:
         const char *name

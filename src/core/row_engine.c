@@ -93,6 +93,7 @@ typedef struct opf_row_arg {
 
 typedef struct opf_row_job {
     opf_row_fn fn;
+    int runs; /* the kernel takes a run of rows per call (OPF_ROW_KERNEL_RUNS) */
     opf_copy_ukernel stream_copy;
     int streaming;         /* some output may be streamed */
     uint32_t stream_outs;  /* those the kernel is asked to stream (bit j: output j) */
@@ -255,9 +256,61 @@ static void opf_row_store_fence(void) {
 #endif
 }
 
+/* Rows [begin, end) of a kernel that takes runs of rows, where every
+ * batched argument's rows lie in place and nothing is streamed: one call per
+ * run of rows along the innermost batch dim (each argument's rows one
+ * stride apart there), the rows computed in order as one call per row would
+ * compute them. `acc` as for opf_row_range. */
+static void opf_row_range_runs(const opf_row_job *job, int64_t begin, int64_t end, char *acc) {
+    const int32_t last = job->batch_rank - 1;
+    int64_t index[OPF_MAX_RANK] = {0}, rem = begin;
+    for (int32_t d = last; d >= 0; d--) {
+        index[d] = rem % job->batch_shape[d];
+        rem /= job->batch_shape[d];
+    }
+    opf_row_args call = {.attrs = job->attrs};
+    for (int64_t r = begin, run; r < end; r += run) {
+        run = last < 0 ? end - r : job->batch_shape[last] - index[last];
+        run = run < end - r ? run : end - r;
+        for (int32_t k = 0; k < job->num_in + job->num_out; k++) {
+            const opf_row_arg *a = &job->args[k];
+            void *ptr = NULL;
+            int64_t stride = 0;
+            if (a->t != NULL && !a->batched) {
+                ptr = k < job->num_in ? a->base : acc + a->acc_at * job->elem;
+            } else if (a->t != NULL && a->base != NULL) { /* (NULL: empty rows, which stay put) */
+                ptr = a->base + opf_row_offset(job, a, index) * (int64_t)job->elem;
+                stride = last < 0 ? 0 : a->batch_stride[last];
+            }
+            if (k < job->num_in) {
+                call.in[k] = ptr;
+                call.in_len[k] = a->len;
+                call.in_stride[k] = stride;
+            } else {
+                call.out[k - job->num_in] = ptr;
+                call.out_len[k - job->num_in] = a->len;
+                call.out_stride[k - job->num_in] = stride;
+            }
+        }
+        call.rows = run;
+        job->fn(&call);
+        if (last >= 0) {
+            index[last] += run;
+            for (int32_t d = last; d > 0 && index[d] == job->batch_shape[d]; d--) {
+                index[d] = 0;
+                index[d - 1]++;
+            }
+        }
+    }
+}
+
 /* Rows [begin, end); `acc` holds the accumulators of the unbatched outputs
  * (NULL when there are none). */
 static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *acc) {
+    if (job->runs && !job->streaming && job->scratch_bytes == 0) {
+        opf_row_range_runs(job, begin, end, acc);
+        return;
+    }
     const int32_t count = job->num_in + job->num_out;
     char *scratch = job->scratch_bytes > 0 ? aligned_alloc(64, job->scratch_bytes) : NULL;
     if (job->scratch_bytes > 0 && scratch == NULL) {
@@ -269,7 +322,7 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         index[d] = rem % job->batch_shape[d];
         rem /= job->batch_shape[d];
     }
-    opf_row_args call = {.attrs = job->attrs};
+    opf_row_args call = {.attrs = job->attrs, .rows = 1}; /* (one row per call here; every stride 0) */
     /* Outputs the kernel streams itself (OPF_STORE_ROW): asked on the first
      * row streamed, then its rows are passed in place and the engine only
      * fences; the others go on through scratch. */
@@ -502,6 +555,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
     if (job.fn == NULL) {
         return opf_error(OPF_E_UNSUPPORTED, "its kernel has no %s build", opf_dtype_name(x->dtype));
     }
+    job.runs = (op->row->flags & OPF_ROW_KERNEL_RUNS) != 0;
     memcpy(job.attrs, attrs, sizeof(opf_attr_value) * (size_t)op->num_attrs);
     job.batch_rank = x->ndim - op->inputs[0].core_dims;
     int64_t rows = 1;

@@ -55,13 +55,19 @@ extern "C" {
             (acc)[j_] = COMBINE((acc)[j_], (acc)[j_ + (h)]);                                                           \
         }                                                                                                              \
     }
-#define NORMS_PAIRWISE(acc, lanes, COMBINE)                                                                            \
-    NORMS_HALF(acc, lanes, 32, COMBINE)                                                                                \
-    NORMS_HALF(acc, lanes, 16, COMBINE)                                                                                \
-    NORMS_HALF(acc, lanes, 8, COMBINE)                                                                                 \
-    NORMS_HALF(acc, lanes, 4, COMBINE)                                                                                 \
-    NORMS_HALF(acc, lanes, 2, COMBINE)                                                                                 \
-    NORMS_HALF(acc, lanes, 1, COMBINE)
+/* Skipped for a row shorter than `lanes` (n): every partial result is then
+ * still its initial value (0, or -inf for a maximum), which acc[0] holds
+ * already, so the result is the same bits (rows of 8 floats took twice as
+ * long with the halves). */
+#define NORMS_PAIRWISE(acc, lanes, COMBINE, n)                                                                         \
+    if ((n) >= (lanes)) {                                                                                              \
+        NORMS_HALF(acc, lanes, 32, COMBINE)                                                                            \
+        NORMS_HALF(acc, lanes, 16, COMBINE)                                                                            \
+        NORMS_HALF(acc, lanes, 8, COMBINE)                                                                             \
+        NORMS_HALF(acc, lanes, 4, COMBINE)                                                                             \
+        NORMS_HALF(acc, lanes, 2, COMBINE)                                                                             \
+        NORMS_HALF(acc, lanes, 1, COMBINE)                                                                             \
+    }
 #define NORMS_ADD(a, b) ((a) + (b))
 #define NORMS_MAX_OF(a, b) ((b) > (a) ? (b) : (a))
 
@@ -121,7 +127,7 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
                 m[j] = x[i + j] > m[j] ? x[i + j] : m[j];                                                              \
             }                                                                                                          \
         }                                                                                                              \
-        NORMS_PAIRWISE(m, lanes, NORMS_MAX_OF)                                                                         \
+        NORMS_PAIRWISE(m, lanes, NORMS_MAX_OF, n)                                                                      \
         type r = m[0];                                                                                                 \
         for (; i < n; i++) {                                                                                           \
             r = x[i] > r ? x[i] : r;                                                                                   \
@@ -167,7 +173,7 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
                 }                                                                                                      \
             }                                                                                                          \
         }                                                                                                              \
-        NORMS_PAIRWISE(acc, NORMS_LANES, NORMS_ADD)                                                                    \
+        NORMS_PAIRWISE(acc, NORMS_LANES, NORMS_ADD, n)                                                                 \
         T t = acc[0];                                                                                                  \
         for (; i < n; i++) {                                                                                           \
             const T e = NORMS_EXP(x[i] - s, fused);                                                                    \
@@ -479,8 +485,8 @@ OPF_ROW_KERNEL_TEAM(log_softmax_grad_grad_jvp_team, log_softmax_grad_grad_jvp, (
                 b[j] = b[j] + g * (x[i + j] - mu);                                                                     \
             }                                                                                                          \
         }                                                                                                              \
-        NORMS_PAIRWISE(a, lanes, NORMS_ADD)                                                                            \
-        NORMS_PAIRWISE(b, lanes, NORMS_ADD)                                                                            \
+        NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                         \
+        NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                         \
         type sa = a[0], sb = b[0];                                                                                     \
         for (; i < n; i++) {                                                                                           \
             const type g = dy[i] * w[i];                                                                               \
@@ -509,8 +515,8 @@ NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
                 b[j] = b[j] + c * c;                                                                                   \
             }                                                                                                          \
         }                                                                                                              \
-        NORMS_PAIRWISE(a, lanes, NORMS_ADD)                                                                            \
-        NORMS_PAIRWISE(b, lanes, NORMS_ADD)                                                                            \
+        NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                         \
+        NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                         \
         type sa = a[0], sb = b[0];                                                                                     \
         for (; i < n; i++) {                                                                                           \
             const type c = x[i] - mu;                                                                                  \

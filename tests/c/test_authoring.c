@@ -6,6 +6,7 @@
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,48 @@ OPF_ROW_KERNEL(exp_row_sum, (x), (s), {
     s[0] = acc;
 })
 
+/* Row-wise with a `return` in the body: y = x up to the row's first
+ * negative element, zeros from there. The return ends its row only: the
+ * engine hands the kernel runs of rows, which the rest of the run follows. */
+OPF_ROW_KERNEL(until_negative, (x), (y), {
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] < 0) {
+            for (int64_t j = i; j < n; j++) {
+                y[j] = 0;
+            }
+            return;
+        }
+        y[i] = x[i];
+    }
+})
+
+/* Hand-written row kernels (float64): each row's sum, from a kernel that
+ * says it takes runs of rows (OPF_ROW_KERNEL_RUNS) and from one that does
+ * not; each notes the longest run it was given. */
+static _Atomic long long longest_run[2];
+static void row_sums(const opf_row_args *args, int runs) {
+    const int64_t rows = args->rows > 1 ? args->rows : 1;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *x = (const double *)args->in[0] + r * args->in_stride[0];
+        double *y = (double *)args->out[0] + r * args->out_stride[0];
+        double s = 0;
+        for (int64_t i = 0; i < args->in_len[0]; i++) {
+            s += x[i];
+        }
+        y[0] = s;
+    }
+    for (long long seen = longest_run[runs]; seen < args->rows;) {
+        if (atomic_compare_exchange_weak(&longest_run[runs], &seen, args->rows)) {
+            break;
+        }
+    }
+}
+static void row_sums_runs(const opf_row_args *args) { row_sums(args, 1); }
+static void row_sums_single(const opf_row_args *args) { row_sums(args, 0); }
+static const opf_row_kernel row_sums_by_runs = {
+    .num_inputs = 1, .num_outputs = 1, .f64 = {row_sums_runs}, .flags = OPF_ROW_KERNEL_RUNS};
+static const opf_row_kernel row_sums_by_rows = {.num_inputs = 1, .num_outputs = 1, .f64 = {row_sums_single}};
+
 static opf_status fail_compute(const opf_tensor *const *in, const opf_tensor *const *out, const opf_attr_value *attrs) {
     (void)in, (void)out, (void)attrs;
     return opf_error(OPF_E_UNSUPPORTED, "this kernel refuses %s", "everything");
@@ -123,6 +166,11 @@ static const opf_op_decl user_decls[] = {
     {"normalize_rows_plain(x[..., M]) -> y[..., M]", .doc = "the same, in plain loops", .row = &normalize_rows_plain},
     {"col_stats(x[..., M], y[..., M]) -> (dot[...], colsum[M]?)", .doc = "row dots and column sums", .row = &col_stats},
     {"exp_row_sum(x[..., M]) -> s[...]", .doc = "sum of exp over rows", .row = &exp_row_sum},
+    {"until_negative(x[..., M]) -> y[..., M]", .doc = "x up to its first negative", .row = &until_negative},
+    {"row_sums_by_runs(x[..., M]) -> y[...]", .doc = "row sums, runs of rows", .dtypes = OPF_DTYPES_F64,
+     .row = &row_sums_by_runs},
+    {"row_sums_by_rows(x[..., M]) -> y[...]", .doc = "row sums, a row per call", .dtypes = OPF_DTYPES_F64,
+     .row = &row_sums_by_rows},
     {"fail(x) -> y", .doc = "always fails", .compute = fail_compute},
     {0},
 };
@@ -383,6 +431,71 @@ TEST(test_rows_edges) {
     opf_status st = opf_op_run(op, (const opf_tensor *[]){&t0}, (const opf_tensor *[]){&ts, &tm}, NULL);
     CHECK(st == OPF_E_SHAPE, "0-d input: %s", opf_status_name(st));
     CHECK_CONTAINS(opf_last_error(), "myops.row_stats: x must have rank 1 or more, got rank 0");
+}
+
+/* Runs of rows (OPF_ROW_KERNEL_RUNS): a kernel that takes them is handed
+ * all the rows of a chunk that lie one stride apart along the innermost
+ * batch dim in one call, with the right strides (here rows whose batch dims
+ * are transposed in memory, so that stride is not the row's length); one
+ * that does not take them gets a row per call; a body's `return` ends its
+ * row only. Each against a loop. */
+TEST(test_rows_in_runs) {
+    enum { A = 6, B = 5, M = 9 };
+    const int threads = opf_get_num_threads();
+    opf_set_num_threads(1);
+    double x[A * B * M], y[A * B], want[A * B];
+    rng r = rng_seed(21);
+    fill_uniform_f64(&r, x, A * B * M, -1, 1);
+    /* x[a, b, :] at (b * A + a) * M: strides {M, A * M, 1}. */
+    int64_t shape[3] = {A, B, M}, strides[3] = {M, A * M, 1}, yshape[2] = {A, B};
+    for (int a = 0; a < A; a++) {
+        for (int b = 0; b < B; b++) {
+            want[a * B + b] = 0;
+            for (int i = 0; i < M; i++) {
+                want[a * B + b] += x[(b * A + a) * M + i];
+            }
+        }
+    }
+    opf_tensor tx = opf_tensor_make(x, OPF_F64, 3, shape), ty = opf_tensor_make(y, OPF_F64, 2, yshape);
+    tx.strides = strides;
+    static const char *const names[2] = {"row_sums_by_rows", "row_sums_by_runs"};
+    for (int runs = 0; runs < 2; runs++) {
+        longest_run[runs] = 0;
+        memset(y, 0, sizeof y);
+        CHECK(opf_op_run(user_op(names[runs]), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty}, NULL) ==
+                  OPF_OK,
+              "%s: %s", names[runs], opf_last_error());
+        for (int k = 0; k < A * B; k++) {
+            if (!CHECK(fabs(y[k] - want[k]) <= 1e-12, "%s: row %d sums to %g, want %g", names[runs], k, y[k],
+                       want[k])) {
+                break;
+            }
+        }
+        /* A run per index of the first batch dim: B rows, A * M apart. */
+        CHECK(longest_run[runs] == (runs ? B : 1), "%s: longest run %lld rows", names[runs],
+              (long long)longest_run[runs]);
+    }
+    /* A body that returns early, over runs of rows. */
+    enum { R = 50, N = 7 };
+    float xs[R * N], ys[R * N];
+    int64_t rshape[2] = {R, N};
+    fill_uniform_f32(&r, xs, R * N, -0.3f, 1);
+    opf_tensor txs = opf_tensor_make(xs, OPF_F32, 2, rshape), tys = opf_tensor_make(ys, OPF_F32, 2, rshape);
+    CHECK(opf_op_run(user_op("until_negative"), (const opf_tensor *[]){&txs}, (const opf_tensor *[]){&tys}, NULL) ==
+              OPF_OK,
+          "%s", opf_last_error());
+    for (int k = 0, cut; k < R; k++) {
+        for (cut = 0; cut < N && xs[k * N + cut] >= 0; cut++) {
+        }
+        for (int i = 0; i < N; i++) {
+            const float w = i < cut ? xs[k * N + i] : 0.0f;
+            if (!CHECK(ys[k * N + i] == w, "until_negative: row %d [%d] is %g, want %g", k, i, ys[k * N + i], w)) {
+                k = R;
+                break;
+            }
+        }
+    }
+    opf_set_num_threads(threads);
 }
 
 /* An unbatched, optional, strided input (copied once) and a strided output
@@ -824,6 +937,7 @@ int main(void) {
     RUN_TEST(test_eltwise_one_input_large);
     RUN_TEST(test_rows_layouts);
     RUN_TEST(test_rows_edges);
+    RUN_TEST(test_rows_in_runs);
     RUN_TEST(test_rows_unbatched_input);
     RUN_TEST(test_rows_summed_output);
     RUN_TEST(test_rows_streamed_output);
