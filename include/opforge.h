@@ -1308,21 +1308,43 @@ OPF_INLINE void opf__row_next(opf_row_args *a, int64_t elem, int32_t num_in, int
 #else
 #define OPF__REDUCE_UNROLL
 #endif
-#define OPF__REDUCE_HALF(type, lanes, h, step)                                                                         \
+/* OPF_PAIRWISE(acc, lanes, COMBINE): the partial results acc[0 .. lanes)
+ * combined pairwise into acc[0], in the order opf_sum combines its own:
+ * acc[j] = COMBINE(acc[j], acc[j + h]) for j < h, for h = lanes / 2, ...,
+ * 1, each half of a constant size (unrolled everywhere; a loop over the
+ * halves' sizes turns each into scalar steps through memory). lanes is a
+ * constant power of two up to 64, COMBINE a macro or function of two
+ * values: ADD(a, b) ((a) + (b)) for a sum. For a reduction of one's own,
+ * written as opf_sum is (`lanes` partial results, acc[j] += ... over j in
+ * an inner loop), so that it vectorizes without reassociation and every
+ * build gives the same bits. */
+#define OPF__PAIRWISE_HALF(acc, lanes, h, COMBINE)                                                                     \
     if ((h) < (lanes)) {                                                                                               \
         OPF__REDUCE_UNROLL                                                                                             \
-        for (int j = 0; j < (h); j++) {                                                                                \
-            type a = acc[j], v = acc[j + (h)];                                                                         \
-            acc[j] = step;                                                                                             \
+        for (int opf__j = 0; opf__j < (h); opf__j++) {                                                                 \
+            (acc)[opf__j] = COMBINE((acc)[opf__j], (acc)[opf__j + (h)]);                                               \
         }                                                                                                              \
     }
-#define OPF__REDUCE_FN(fn, type, lanes, init, step)                                                                    \
+#define OPF_PAIRWISE(acc, lanes, COMBINE)                                                                              \
+    do {                                                                                                               \
+        OPF__STATIC_ASSERT((lanes) > 0 && (lanes) <= 64 && ((lanes) & ((lanes)-1)) == 0,                               \
+                           "OPF_PAIRWISE: lanes must be a power of two, at most 64");                                  \
+        OPF__PAIRWISE_HALF(acc, lanes, 32, COMBINE)                                                                    \
+        OPF__PAIRWISE_HALF(acc, lanes, 16, COMBINE)                                                                    \
+        OPF__PAIRWISE_HALF(acc, lanes, 8, COMBINE)                                                                     \
+        OPF__PAIRWISE_HALF(acc, lanes, 4, COMBINE)                                                                     \
+        OPF__PAIRWISE_HALF(acc, lanes, 2, COMBINE)                                                                     \
+        OPF__PAIRWISE_HALF(acc, lanes, 1, COMBINE)                                                                     \
+    } while (0)
+/* The combining steps of opf_sum and opf_max (which propagates NaN). */
+#define OPF__ADD(a, v) ((a) + (v))
+#define OPF__MAX_NAN(a, v) (((v) > (a) || (v) != (v)) ? (v) : (a))
+#define OPF__REDUCE_FN(fn, type, lanes, init, COMBINE)                                                                 \
     OPF__REDUCE_INLINE type fn(int64_t n, const type *x) {                                                             \
         if (n < (lanes)) { /* the partial results would all be `init`: the same bits without them */                   \
             type a = init;                                                                                             \
             for (int64_t i = 0; i < n; i++) {                                                                          \
-                type v = x[i];                                                                                         \
-                a = step;                                                                                              \
+                a = COMBINE(a, x[i]);                                                                                  \
             }                                                                                                          \
             return a;                                                                                                  \
         }                                                                                                              \
@@ -1335,28 +1357,20 @@ OPF_INLINE void opf__row_next(opf_row_args *a, int64_t elem, int32_t num_in, int
         for (; i + lanes <= n; i += lanes) {                                                                           \
             OPF__REDUCE_UNROLL                                                                                         \
             for (int j = 0; j < lanes; j++) {                                                                          \
-                type a = acc[j], v = x[i + j];                                                                         \
-                acc[j] = step;                                                                                         \
+                acc[j] = COMBINE(acc[j], x[i + j]);                                                                    \
             }                                                                                                          \
         }                                                                                                              \
-        /* halves of a constant size each (unrolled everywhere): lanes / 2, ..., 1 */                                  \
-        OPF__REDUCE_HALF(type, lanes, 32, step)                                                                        \
-        OPF__REDUCE_HALF(type, lanes, 16, step)                                                                        \
-        OPF__REDUCE_HALF(type, lanes, 8, step)                                                                         \
-        OPF__REDUCE_HALF(type, lanes, 4, step)                                                                         \
-        OPF__REDUCE_HALF(type, lanes, 2, step)                                                                         \
-        OPF__REDUCE_HALF(type, lanes, 1, step)                                                                         \
+        OPF_PAIRWISE(acc, lanes, COMBINE);                                                                             \
         type a = acc[0];                                                                                               \
         for (; i < n; i++) {                                                                                           \
-            type v = x[i];                                                                                             \
-            a = step;                                                                                                  \
+            a = COMBINE(a, x[i]);                                                                                      \
         }                                                                                                              \
         return a;                                                                                                      \
     }
-OPF__REDUCE_FN(opf__sum_f32, float, 64, 0.0f, a + v)
-OPF__REDUCE_FN(opf__sum_f64, double, 32, 0.0, a + v)
-OPF__REDUCE_FN(opf__max_f32, float, 64, -__builtin_inff(), (v > a || v != v) ? v : a)
-OPF__REDUCE_FN(opf__max_f64, double, 32, -__builtin_inf(), (v > a || v != v) ? v : a)
+OPF__REDUCE_FN(opf__sum_f32, float, 64, 0.0f, OPF__ADD)
+OPF__REDUCE_FN(opf__sum_f64, double, 32, 0.0, OPF__ADD)
+OPF__REDUCE_FN(opf__max_f32, float, 64, -__builtin_inff(), OPF__MAX_NAN)
+OPF__REDUCE_FN(opf__max_f64, double, 32, -__builtin_inf(), OPF__MAX_NAN)
 
 /* The dot product: the lanes of opf_sum, each adding the products a[i] * b[i]. */
 #define OPF__DOT_FN(fn, type, lanes)                                                                                   \
@@ -1378,12 +1392,7 @@ OPF__REDUCE_FN(opf__max_f64, double, 32, -__builtin_inf(), (v > a || v != v) ? v
                 acc[j] = acc[j] + x[i + j] * y[i + j];                                                                 \
             }                                                                                                          \
         }                                                                                                              \
-        OPF__REDUCE_HALF(type, lanes, 32, a + v)                                                                       \
-        OPF__REDUCE_HALF(type, lanes, 16, a + v)                                                                       \
-        OPF__REDUCE_HALF(type, lanes, 8, a + v)                                                                        \
-        OPF__REDUCE_HALF(type, lanes, 4, a + v)                                                                        \
-        OPF__REDUCE_HALF(type, lanes, 2, a + v)                                                                        \
-        OPF__REDUCE_HALF(type, lanes, 1, a + v)                                                                        \
+        OPF_PAIRWISE(acc, lanes, OPF__ADD);                                                                            \
         type s = acc[0];                                                                                               \
         for (; i < n; i++) {                                                                                           \
             s = s + x[i] * y[i];                                                                                       \

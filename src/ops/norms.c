@@ -44,29 +44,14 @@ extern "C" {
 #define NORMS_SEQ_ONCE if (1)
 #define NORMS_TEAM_SUM(v) opf_team_sum(opf_team, v)
 
-/* acc[0] = acc[0 .. lanes) combined pairwise, COMBINE(a, b) for each pair:
- * the halves lanes / 2, ..., 1 in turn, each of a constant size (a loop
- * over the halves' sizes, which compilers do not unroll, turned each into a
- * loop of scalar steps through memory: a quarter of softmax's time on rows
- * of 64). */
-#define NORMS_HALF(acc, lanes, h, COMBINE)                                                                             \
-    if ((h) < (lanes)) {                                                                                               \
-        for (int j_ = 0; j_ < (h); j_++) {                                                                             \
-            (acc)[j_] = COMBINE((acc)[j_], (acc)[j_ + (h)]);                                                           \
-        }                                                                                                              \
-    }
-/* Skipped for a row shorter than `lanes` (n): every partial result is then
- * still its initial value (0, or -inf for a maximum), which acc[0] holds
- * already, so the result is the same bits (rows of 8 floats took twice as
- * long with the halves). */
+/* acc[0] = acc[0 .. lanes) combined pairwise (OPF_PAIRWISE, opf_sum's
+ * order), skipped for a row shorter than `lanes` (n): every partial result
+ * is then still its initial value (0, or -inf for a maximum), which acc[0]
+ * holds already, so the result is the same bits (rows of 8 floats took
+ * twice as long with the halves). */
 #define NORMS_PAIRWISE(acc, lanes, COMBINE, n)                                                                         \
     if ((n) >= (lanes)) {                                                                                              \
-        NORMS_HALF(acc, lanes, 32, COMBINE)                                                                            \
-        NORMS_HALF(acc, lanes, 16, COMBINE)                                                                            \
-        NORMS_HALF(acc, lanes, 8, COMBINE)                                                                             \
-        NORMS_HALF(acc, lanes, 4, COMBINE)                                                                             \
-        NORMS_HALF(acc, lanes, 2, COMBINE)                                                                             \
-        NORMS_HALF(acc, lanes, 1, COMBINE)                                                                             \
+        OPF_PAIRWISE(acc, lanes, COMBINE);                                                                             \
     }
 #define NORMS_ADD(a, b) ((a) + (b))
 #define NORMS_MAX_OF(a, b) ((b) > (a) ? (b) : (a))

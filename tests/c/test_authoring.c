@@ -104,6 +104,32 @@ OPF_ROW_KERNEL(exp_row_sum, (x), (s), {
     s[0] = acc;
 })
 
+/* A reduction of the user's own written as opf_dot is (64 partial sums for
+ * float, 32 for double, combined by OPF_PAIRWISE, the rest added after):
+ * the sum of squares, beside opf_dot(n, x, x), which it must match bit for
+ * bit. */
+#define USER_ADD(a, b) ((a) + (b))
+OPF_ROW_KERNEL(sum_squares, (x), (own, dot), {
+    enum { lanes = OPF_IS_F64 ? 32 : 64 };
+    T acc[lanes];
+    for (int j = 0; j < lanes; j++) {
+        acc[j] = 0;
+    }
+    int64_t i = 0;
+    for (; i + lanes <= n; i += lanes) {
+        for (int j = 0; j < lanes; j++) {
+            acc[j] = acc[j] + x[i + j] * x[i + j];
+        }
+    }
+    OPF_PAIRWISE(acc, lanes, USER_ADD);
+    T s = acc[0];
+    for (; i < n; i++) {
+        s = s + x[i] * x[i];
+    }
+    own[0] = s;
+    dot[0] = opf_dot(n, x, x);
+})
+
 /* Row-wise with a `return` in the body: y = x up to the row's first
  * negative element, zeros from there. The return ends its row only: the
  * engine hands the kernel runs of rows, which the rest of the run follows. */
@@ -166,6 +192,7 @@ static const opf_op_decl user_decls[] = {
     {"normalize_rows_plain(x[..., M]) -> y[..., M]", .doc = "the same, in plain loops", .row = &normalize_rows_plain},
     {"col_stats(x[..., M], y[..., M]) -> (dot[...], colsum[M]?)", .doc = "row dots and column sums", .row = &col_stats},
     {"exp_row_sum(x[..., M]) -> s[...]", .doc = "sum of exp over rows", .row = &exp_row_sum},
+    {"sum_squares(x[..., M]) -> (own[...], dot[...])", .doc = "sums of squares, two ways", .row = &sum_squares},
     {"until_negative(x[..., M]) -> y[..., M]", .doc = "x up to its first negative", .row = &until_negative},
     {"row_sums_by_runs(x[..., M]) -> y[...]", .doc = "row sums, runs of rows", .dtypes = OPF_DTYPES_F64,
      .row = &row_sums_by_runs},
@@ -496,6 +523,44 @@ TEST(test_rows_in_runs) {
         }
     }
     opf_set_num_threads(threads);
+}
+
+/* OPF_PAIRWISE: a user's reduction in opf_dot's order has its bits, at
+ * lengths under, at and past a group of lanes; both near a long double sum. */
+TEST(test_rows_pairwise) {
+    static const int64_t lengths[] = {1, 31, 32, 33, 63, 64, 65, 200, 1000};
+    rng r = rng_seed(23);
+    for (int dt = 0; dt < 2; dt++) {
+        for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+            const int64_t n = lengths[k], rows = 3, shape[2] = {rows, n};
+            const size_t elem = dt ? 8 : 4;
+            char *x = xcalloc((size_t)(rows * n), elem), *own = xcalloc(rows, elem), *dot = xcalloc(rows, elem);
+            if (dt) {
+                fill_uniform_f64(&r, (double *)x, (size_t)(rows * n), -2, 2);
+            } else {
+                fill_uniform_f32(&r, (float *)x, (size_t)(rows * n), -2, 2);
+            }
+            const opf_dtype dtype = dt ? OPF_F64 : OPF_F32;
+            opf_tensor tx = opf_tensor_make(x, dtype, 2, shape), to = opf_tensor_make(own, dtype, 1, shape),
+                       td = opf_tensor_make(dot, dtype, 1, shape);
+            CHECK(opf_op_run(user_op("sum_squares"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&to, &td},
+                             NULL) == OPF_OK,
+                  "%s", opf_last_error());
+            CHECK_SAME_BITS(own, dot, (size_t)rows, elem, "%s n=%lld: OPF_PAIRWISE vs opf_dot", opf_dtype_name(dtype),
+                            (long long)n);
+            for (int64_t row = 0; row < rows; row++) {
+                long double want = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    const long double v = dt ? ((double *)x)[row * n + i] : ((float *)x)[row * n + i];
+                    want += v * v;
+                }
+                const double got = dt ? ((double *)own)[row] : ((float *)own)[row];
+                CHECK(fabsl(got - want) <= (dt ? 1e-12L : 1e-5L) * want, "%s n=%lld row %lld: %g, want %Lg",
+                      opf_dtype_name(dtype), (long long)n, (long long)row, got, want);
+            }
+            free(x), free(own), free(dot);
+        }
+    }
 }
 
 /* An unbatched, optional, strided input (copied once) and a strided output
@@ -938,6 +1003,7 @@ int main(void) {
     RUN_TEST(test_rows_layouts);
     RUN_TEST(test_rows_edges);
     RUN_TEST(test_rows_in_runs);
+    RUN_TEST(test_rows_pairwise);
     RUN_TEST(test_rows_unbatched_input);
     RUN_TEST(test_rows_summed_output);
     RUN_TEST(test_rows_streamed_output);
