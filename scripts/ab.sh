@@ -9,8 +9,9 @@
 # (CPU only, kept for the next run); the working tree into build/ab/worktree. Without
 # CASEs it runs the transformer block's forward rows and a few gradients at
 # [8192, 4096] and at [262144, 64] (rows of 16 KiB and of 256 bytes take
-# different paths: a change can move one and not the other), and the
-# elementwise ops at 16M elements. A CASE is OP:SHAPE[,SHAPE...] (bench/ab.c).
+# different paths: a change can move one and not the other), the row ops at
+# [2097152, 8] (a router's softmax over 8 experts: rows that cost little
+# beside the engine's work per call), and the elementwise ops at 16M elements. A CASE is OP:SHAPE[,SHAPE...] (bench/ab.c).
 # Each case: REV's build, the working tree's, then REV's again (its ratio to
 # the first is the noise of this run: on a shared 2-core VM, identical code
 # has measured 0.88-1.5x itself at 15 reps), best of REPS (default 30) each.
@@ -44,7 +45,8 @@ if [ $# -eq 0 ]; then
         set -- "$@" softmax:$shape log_softmax:$shape "layer_norm:$shape,$m,$m" "rms_norm:$shape,$m" \
             gelu:$shape silu:$shape "add:$shape,$m" "softmax_grad:$shape,$shape" "rms_norm_grad:$shape,${shape%x*},$shape,$m"
     done
-    set -- "$@" relu:16777216 scale:16777216 add:16777216,16777216
+    set -- "$@" softmax:2097152x8 log_softmax:2097152x8 rms_norm:2097152x8,8 relu:16777216 scale:16777216 \
+        add:16777216,16777216
 fi
 # REV's build comes a second time, last: its ratio to the first line is this
 # run's noise, the yardstick for the working tree's.
