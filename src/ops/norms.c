@@ -98,6 +98,13 @@ OPF_KERNEL_FN float norms_exp_f32(float x, int fused) {
 
 enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
 
+/* What is left of a row after its whole groups of lanes (all of a row
+ * shorter than one) is taken in groups of NORMS_GROUP(type) elements (one
+ * AVX-512 vector) before the last few one at a time: rows of 16 to 63
+ * floats would otherwise spend most of their reductions on a serial chain
+ * of an element at a time. */
+#define NORMS_GROUP(type) ((int)(64 / sizeof(type)))
+
 /* The maximum of x[0 .. n), NaN ignored (softmax's NaN comes from its sum
  * instead), -inf for n = 0: lanes as opf_max, one compare-select each. */
 #define NORMS_MAX_FN(fn, type, lanes)                                                                                  \
@@ -114,6 +121,19 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
         }                                                                                                              \
         NORMS_PAIRWISE(m, lanes, NORMS_MAX_OF, n)                                                                      \
         type r = m[0];                                                                                                 \
+        if (__builtin_expect(i + NORMS_GROUP(type) <= n, 0)) { /* (see NORMS_GROUP) */                                 \
+            type q[NORMS_GROUP(type)];                                                                                 \
+            for (int j = 0; j < NORMS_GROUP(type); j++) {                                                              \
+                q[j] = -(type)__builtin_inf();                                                                         \
+            }                                                                                                          \
+            for (; i + NORMS_GROUP(type) <= n; i += NORMS_GROUP(type)) {                                               \
+                for (int j = 0; j < NORMS_GROUP(type); j++) {                                                          \
+                    q[j] = x[i + j] > q[j] ? x[i + j] : q[j];                                                          \
+                }                                                                                                      \
+            }                                                                                                          \
+            OPF_PAIRWISE(q, NORMS_GROUP(type), NORMS_MAX_OF);                                                          \
+            r = NORMS_MAX_OF(r, q[0]);                                                                                 \
+        }                                                                                                              \
         for (; i < n; i++) {                                                                                           \
             r = x[i] > r ? x[i] : r;                                                                                   \
         }                                                                                                              \
@@ -160,6 +180,24 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
         }                                                                                                              \
         NORMS_PAIRWISE(acc, NORMS_LANES, NORMS_ADD, n)                                                                 \
         T t = acc[0];                                                                                                  \
+        if (__builtin_expect(i + NORMS_GROUP(T) <= n, 0)) { /* (see NORMS_GROUP) */                                    \
+            T q[NORMS_GROUP(T)];                                                                                       \
+            for (int j = 0; j < NORMS_GROUP(T); j++) {                                                                 \
+                q[j] = 0;                                                                                              \
+            }                                                                                                          \
+            for (; i + NORMS_GROUP(T) <= n; i += NORMS_GROUP(T)) {                                                     \
+                OPF_SIMD_LOOP                                                                                          \
+                for (int j = 0; j < NORMS_GROUP(T); j++) {                                                             \
+                    const T e = NORMS_EXP(x[i + j] - s, fused);                                                        \
+                    if (y != NULL) {                                                                                   \
+                        y[i + j] = e;                                                                                  \
+                    }                                                                                                  \
+                    q[j] = q[j] + e;                                                                                   \
+                }                                                                                                      \
+            }                                                                                                          \
+            OPF_PAIRWISE(q, NORMS_GROUP(T), NORMS_ADD);                                                                \
+            t = t + q[0];                                                                                              \
+        }                                                                                                              \
         for (; i < n; i++) {                                                                                           \
             const T e = NORMS_EXP(x[i] - s, fused);                                                                    \
             if (y != NULL) {                                                                                           \
