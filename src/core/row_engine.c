@@ -256,6 +256,14 @@ static void opf_row_store_fence(void) {
 #endif
 }
 
+/* The batch index of row r (C order over the batch dims). */
+static void opf_row_index(const opf_row_job *job, int64_t r, int64_t *index) {
+    for (int32_t d = job->batch_rank - 1; d >= 0; d--) {
+        index[d] = r % job->batch_shape[d];
+        r /= job->batch_shape[d];
+    }
+}
+
 /* Rows [begin, end) of a kernel that takes runs of rows, where every
  * batched argument's rows lie in place and nothing is streamed: one call per
  * run of rows along the innermost batch dim (each argument's rows one
@@ -263,11 +271,8 @@ static void opf_row_store_fence(void) {
  * compute them. `acc` as for opf_row_range. */
 static void opf_row_range_runs(const opf_row_job *job, int64_t begin, int64_t end, char *acc) {
     const int32_t last = job->batch_rank - 1;
-    int64_t index[OPF_MAX_RANK] = {0}, rem = begin;
-    for (int32_t d = last; d >= 0; d--) {
-        index[d] = rem % job->batch_shape[d];
-        rem /= job->batch_shape[d];
-    }
+    int64_t index[OPF_MAX_RANK] = {0};
+    opf_row_index(job, begin, index);
     opf_row_args call = {.attrs = job->attrs};
     for (int64_t r = begin, run; r < end; r += run) {
         run = last < 0 ? end - r : job->batch_shape[last] - index[last];
@@ -317,11 +322,8 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         job->failed = 1;
         return;
     }
-    int64_t index[OPF_MAX_RANK] = {0}, rem = begin;
-    for (int32_t d = job->batch_rank - 1; d >= 0; d--) {
-        index[d] = rem % job->batch_shape[d];
-        rem /= job->batch_shape[d];
-    }
+    int64_t index[OPF_MAX_RANK] = {0};
+    opf_row_index(job, begin, index);
     opf_row_args call = {.attrs = job->attrs, .rows = 1}; /* (one row per call here; every stride 0) */
     /* Outputs the kernel streams itself (OPF_STORE_ROW): asked on the first
      * row streamed, then its rows are passed in place and the engine only
