@@ -657,6 +657,21 @@ typedef enum opf_isa {
     OPF_ISA_NEON = 4
 } opf_isa;
 
+/* Softmax's exponentials, for a row kernel's CPU body: e_i = exp(x[i] -
+ * shift) over the whole blocks of 32 elements of x[0 .. n), each stored to
+ * y[i] (unless y is NULL) and added into the partial sum acc[i % 32];
+ * lines `ahead` bytes past each block are prefetched (opf_prefetch_at).
+ * Returns how many elements it did: a multiple of 32, and 0 at ISA levels
+ * without a vector kernel for it (the AVX2 and AVX-512 levels have one,
+ * with the same bits), where the caller's own loop does them. A caller
+ * continues from there (acc[j] += e_i for i % 32 == j) and combines acc
+ * pairwise (OPF_PAIRWISE), as norms.c's softmax does. The exponential looks
+ * 2^(j/16) up in a table (one permute), which a loop the compiler
+ * vectorizes cannot: 1.07 ulp at most for x[i] - shift in [ln FLT_MIN, 88],
+ * 0 below, +inf above, NaN for NaN. Thread-safe; CPU code only (not for a
+ * CUDA build's device code). */
+OPF_API int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, float *y, int64_t ahead, float acc[32]);
+
 /* The ISA level in use: the best one the CPU supports and the library has
  * kernels for, unless OPFORGE_ISA=scalar|portable|avx2|avx512|neon forces
  * one (a forced level the CPU lacks falls back to the best supported). */

@@ -140,6 +140,12 @@ static void opf_build_table(opf_kernels *table, opf_isa cap, opf_cache_sizes cac
     }
 #include "copy.inc"
 #undef OPF_COPY_UKERNEL
+#define OPF_EXP_SUM_UKERNEL(isa, fn)                                                                                   \
+    if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
+        table->exp_sum_f32 = fn;                                                                                       \
+    }
+#include "expsum.inc"
+#undef OPF_EXP_SUM_UKERNEL
 }
 
 static opf_isa opf_isa_from_env(void) {

@@ -94,6 +94,33 @@ typedef struct opf_gemm_f64_config {
 #include "copy.inc"
 #undef OPF_COPY_UKERNEL
 
+/* Softmax's exponentials: e_i = exp(x[i] - shift) for the whole blocks of 32
+ * elements of x[0 .. n), stored to y[i] (unless y is NULL) and added into
+ * acc[i % 32]; lines `ahead` bytes past each block are prefetched. Returns
+ * the number of elements done (a multiple of 32). The caller combines acc
+ * and takes what is left (opf_exp_sum_blocks_f32, opforge.h).
+ * The function: d = x - shift = (k + f) ln2 / 16 with |f| <= 1/2 (k by the
+ * round-to-nearest of d 16 / ln2 + OPF_EXP_SUM_ROUND; ln2 / 16 in two parts,
+ * the first exact times any k), e^d = 2^(k >> 4) 2^((k & 15) / 16) e^r, the
+ * middle factor from a 16-entry table (opf_exp_sum_table: one permute), e^r
+ * = 1 + r + r^2 (1/2 + r / 6) for |r| <= ln2 / 32. 0 for d below
+ * OPF_EXP_SUM_LEAST (e^d < FLT_MIN), NaN for NaN, +inf above
+ * OPF_EXP_SUM_MOST. Every variant computes each element alike (the same
+ * bits); 1.07 ulp at most (tests/c/test_ukernels.c measures it). */
+typedef int64_t (*opf_exp_sum_ukernel)(int64_t n, const float *x, float shift, float *y, int64_t ahead, float *acc);
+#define OPF_EXP_SUM_LOG2E_16 0x1.715476p+4f /* 16 / ln2 */
+#define OPF_EXP_SUM_ROUND 0x1.8p23f         /* adds and rounds to an integer, kept in the low bits */
+#define OPF_EXP_SUM_LN2_16_HI 0x1.62e4p-5f  /* ln2 / 16, its first 14 bits */
+#define OPF_EXP_SUM_LN2_16_LO 0x1.7f7d1cp-24f
+#define OPF_EXP_SUM_C3 0x1.555556p-3f     /* 1/6 */
+#define OPF_EXP_SUM_LEAST -0x1.5d589ep+6f /* ln FLT_MIN */
+#define OPF_EXP_SUM_MOST 0x1.601e68p+6f   /* 88.03: 2^(k >> 4) stays below 2^128 */
+extern const float opf_exp_sum_table[16]; /* 2^(j / 16), rounded */
+#define OPF_EXP_SUM_UKERNEL(isa, fn)                                                                                   \
+    int64_t fn(int64_t n, const float *x, float shift, float *y, int64_t ahead, float *acc);
+#include "expsum.inc"
+#undef OPF_EXP_SUM_UKERNEL
+
 /* A type-erased kernel pointer; cast back to its family's type to call it. */
 typedef void (*opf_any_ukernel)(void);
 
@@ -111,6 +138,7 @@ typedef struct opf_kernels {
     opf_gemm_f32_config f32_gemm;
     opf_gemm_f64_config f64_gemm;
     opf_copy_ukernel stream_copy;
+    opf_exp_sum_ukernel exp_sum_f32; /* NULL at levels without one */
 } opf_kernels;
 
 /* The table for the ISA in use (configured once, thread-safe). */

@@ -146,20 +146,41 @@ NORMS_MAX_FN(norms_max_f64, double, 32)
 
 enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vectors of floats) */
 
+/* Rows of at least NORMS_BLOCKS_MIN floats start with the ISA's vector
+ * kernel for their whole blocks of 32 (opf_exp_sum_blocks_f32: its
+ * exponential takes a 16-entry table and a polynomial of degree 3 where
+ * norms_exp_f32 needs one of degree 6, which the compiler's vectorized loop
+ * cannot look up): what it leaves, and shorter rows, the loop below does. */
+enum { NORMS_BLOCKS_MIN = 256 };
+OPF_KERNEL_FN int64_t norms_exp_blocks_f32(int64_t n, const float *x, float s, float *y, int64_t ahead, float *acc) {
+#if defined(__CUDA_ARCH__)
+    (void)n, (void)x, (void)s, (void)y, (void)ahead, (void)acc;
+    return 0;
+#else
+    OPF__STATIC_ASSERT(NORMS_LANES == 32, "opf_exp_sum_blocks_f32 adds into 32 partial sums");
+    return n >= NORMS_BLOCKS_MIN ? opf_exp_sum_blocks_f32(n, x, s, y, ahead, acc) : 0;
+#endif
+}
+OPF_KERNEL_FN int64_t norms_exp_blocks_f64(int64_t n, const double *x, double s, double *y, int64_t ahead,
+                                           double *acc) {
+    (void)n, (void)x, (void)s, (void)y, (void)ahead, (void)acc;
+    return 0;
+}
+
 /* The sum of e = exp(x[i] - s) over x[0 .. n), e stored to y[i] when y is
  * not NULL, prefetching `ahead` bytes further on than x: NORMS_LANES
  * partial sums, added pairwise. A function of its own,
  * so that the partial sums stay in vector registers (two AVX-512 ones for
  * float): a loop carrying them in memory waits on a store-to-load round trip
  * per vector of exponentials. */
-#define NORMS_EXP_SUM_FN(fn, type)                                                                                     \
+#define NORMS_EXP_SUM_FN(fn, type, blocks)                                                                             \
     OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type *y, int64_t ahead, int fused) {                       \
         typedef type T;                                                                                                \
         T acc[NORMS_LANES];                                                                                            \
         for (int j = 0; j < NORMS_LANES; j++) {                                                                        \
             acc[j] = 0;                                                                                                \
         }                                                                                                              \
-        int64_t i = 0;                                                                                                 \
+        int64_t i = blocks(n, x, s, y, ahead, acc);                                                                    \
         if (y != NULL) {                                                                                               \
             for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
                 opf_prefetch_at(x + i, ahead, NORMS_LANES * (int64_t)sizeof(T));                                       \
@@ -207,8 +228,8 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
         }                                                                                                              \
         return t;                                                                                                      \
     }
-NORMS_EXP_SUM_FN(norms_exp_sum_f32, float)
-NORMS_EXP_SUM_FN(norms_exp_sum_f64, double)
+NORMS_EXP_SUM_FN(norms_exp_sum_f32, float, norms_exp_blocks_f32)
+NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
 /* (in a kernel body: its opf_math_fma_ok) */
 #define NORMS_EXP_SUM(n, x, s, y, ahead)                                                                               \
     (OPF_IS_F64 ? (T)norms_exp_sum_f64((n), (const double *)(x), (double)(s), (double *)(y), (ahead), opf_math_fma_ok) \

@@ -1066,10 +1066,168 @@ TEST(test_dispatch_gemm_configs) {
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* The exponential-and-sum kernels (expsum.inc)                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct exp_sum_case {
+    const char *name;
+    opf_isa isa;
+    opf_exp_sum_ukernel fn;
+} exp_sum_case;
+
+static const exp_sum_case exp_sum_cases[] = {
+#define OPF_EXP_SUM_UKERNEL(isa, fn) {#fn, OPF_ISA_##isa, fn},
+#include "expsum.inc"
+#undef OPF_EXP_SUM_UKERNEL
+    {NULL, OPF_ISA_SCALAR, NULL}, /* (a registry may be empty on this architecture) */
+};
+
+/* |got - e^d| in ulps of e^d (of FLT_MIN's below it) */
+static double exp_ulps(float got, float d) {
+    const long double want = expl((long double)d);
+    const long double ulp = ldexpl(1.0L, ilogbl(want > FLT_MIN ? want : (long double)FLT_MIN) - 23);
+    return (double)(fabsl((long double)got - want) / ulp);
+}
+
+/* Every registered kernel: each element against expl within 1.07 ulp over
+ * the floats of [ln FLT_MIN, 88] (a sample of their bit patterns, every
+ * 193rd; shifted rows, so x - shift is rounded as the kernel rounds it),
+ * 0 below, +inf above, NaN for NaN; the partial sums against the stored
+ * terms added lane by lane in order, the same without y; only the whole
+ * blocks done, nothing past them stored; and every variant the same bits
+ * as the first. */
+static void test_exp_sum_registry(void) {
+    const float least = OPF_EXP_SUM_LEAST, most = OPF_EXP_SUM_MOST;
+    /* the inputs: the sample, then the edges and the specials, padded to blocks of 32 plus a tail of 5 */
+    const uint32_t step = harness_slow() ? 7919 : 193;
+    size_t n = 0, cap = 64;
+    for (uint32_t b = 0x80000000u; b <= 0xc2aeac50u; b += step) { /* -0 down to just past ln FLT_MIN */
+        cap++;
+    }
+    for (uint32_t b = 0; b <= 0x42b00f34u; b += step) { /* +0 up to just past 88.03 */
+        cap++;
+    }
+    cap += 64;
+    float *x = malloc(cap * sizeof *x), *y = malloc((cap + 32) * sizeof *y), *first = malloc(cap * sizeof *first);
+    for (uint32_t b = 0x80000000u; b <= 0xc2aeac50u; b += step) {
+        memcpy(&x[n++], &b, sizeof b);
+    }
+    for (uint32_t b = 0; b <= 0x42b00f34u; b += step) {
+        memcpy(&x[n++], &b, sizeof b);
+    }
+    const float specials[] = {least,
+                              nextafterf(least, 0.0f),
+                              nextafterf(least, -INFINITY),
+                              -100.0f,
+                              -INFINITY,
+                              NAN,
+                              -NAN,
+                              most,
+                              nextafterf(most, INFINITY),
+                              89.0f,
+                              1e30f,
+                              INFINITY,
+                              0.0f,
+                              -0.0f};
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
+        x[n++] = specials[i];
+    }
+    const size_t filled = n;
+    n = (n + 31) / 32 * 32 + 5; /* whole blocks and a tail of 5, the padding exactly representable */
+    for (size_t i = filled; i < n; i++) {
+        x[i] = -(float)(i % 16);
+    }
+    int have_first = 0;
+    for (size_t c = 0; exp_sum_cases[c].name != NULL; c++) {
+        const exp_sum_case *k = &exp_sum_cases[c];
+        if (!opf_cpu_supports(k->isa)) {
+            harness_skip(k->name, "this CPU cannot run ISA level %s", opf_isa_name(k->isa));
+            continue;
+        }
+        harness_begin(k->name);
+        for (size_t i = 0; i < n + 32; i++) {
+            y[i] = -1.0f;
+        }
+        float acc[32], acc2[32];
+        for (int j = 0; j < 32; j++) {
+            acc[j] = acc2[j] = (float)j; /* the kernel adds to what is there */
+        }
+        const int64_t done = k->fn((int64_t)n, x, 0.0f, y, 4096, acc);
+        CHECK(done == (int64_t)(n - n % 32), "%s: did %lld of %zu elements", k->name, (long long)done, n);
+        int bad = 0;
+        double worst = 0;
+        for (size_t i = 0; i < (size_t)done; i++) {
+            const float d = x[i], e = y[i];
+            int ok;
+            if (isnan(d)) {
+                ok = isnan(e);
+            } else if (d < least) {
+                ok = e == 0.0f && !signbit(e);
+            } else if (d > most) {
+                ok = isinf(e) && e > 0;
+            } else {
+                const double u = exp_ulps(e, d);
+                worst = u > worst ? u : worst;
+                ok = u <= 1.07;
+            }
+            if (!ok && bad++ < 5) {
+                CHECK(0, "%s: exp(%a) = %a (%.9g)", k->name, (double)d, (double)e, (double)e);
+            }
+        }
+        CHECK(bad == 0, "%s: %d wrong terms (largest error %.3f ulp)", k->name, bad, worst);
+        for (size_t i = (size_t)done; i < n + 32; i++) {
+            bad += y[i] != -1.0f;
+        }
+        CHECK(bad == 0, "%s: stored past the blocks it did", k->name);
+        /* the partial sums: the stored terms, lane by lane, in order (the NaN and inf lanes excepted) */
+        for (int j = 0; j < 32; j++) {
+            float want = (float)j;
+            for (size_t i = (size_t)j; i < (size_t)done; i += 32) {
+                want += y[i];
+            }
+            CHECK(memcmp(&want, &acc[j], sizeof want) == 0 || (isnan(want) && isnan(acc[j])),
+                  "%s: partial sum %d: %a, the terms add up to %a", k->name, j, (double)acc[j], (double)want);
+        }
+        const int64_t done2 = k->fn((int64_t)n, x, 0.0f, NULL, 0, acc2);
+        CHECK(done2 == done && memcmp(acc, acc2, sizeof acc) == 0, "%s: other partial sums without y", k->name);
+        /* a shifted row: x - shift rounded first, as the kernel does */
+        const float shift = 3.25f;
+        float z[96], w[96], a3[32] = {0};
+        for (int i = 0; i < 96; i++) {
+            z[i] = shift - (float)i * 0.37f;
+        }
+        k->fn(96, z, shift, w, 0, a3);
+        for (int i = 0; i < 96; i++) {
+            CHECK(exp_ulps(w[i], z[i] - shift) <= 1.07, "%s: exp(%a - %a) = %a", k->name, (double)z[i], (double)shift,
+                  (double)w[i]);
+        }
+        if (!have_first) {
+            memcpy(first, y, (size_t)done * sizeof *y);
+            have_first = 1;
+        } else {
+            CHECK_SAME_BITS(y, first, (size_t)done, sizeof *y, "%s: the first variant's terms", k->name);
+        }
+        harness_end();
+    }
+    /* the public entry: 0 for fewer than 32 elements, else the level's kernel (none at some levels) */
+    harness_begin("opf_exp_sum_blocks_f32");
+    float acc[32] = {0};
+    CHECK(opf_exp_sum_blocks_f32(31, x, 0.0f, y, 0, acc) == 0, "31 elements: no whole block");
+    const int64_t done = opf_exp_sum_blocks_f32((int64_t)n, x, 0.0f, y, 0, acc);
+    CHECK(done == (opf_kernels_get()->exp_sum_f32 != NULL ? (int64_t)(n - n % 32) : 0), "did %lld at level %s",
+          (long long)done, opf_isa_name(opf_get_isa()));
+    harness_end();
+    free(x);
+    free(y);
+    free(first);
+}
+
 int main(void) {
     test_eltwise_kernels();
     test_gemm_registry();
     test_copy_registry();
+    test_exp_sum_registry();
     RUN_TEST(test_dispatch_levels);
     RUN_TEST(test_dispatch_gemm_configs);
     return harness_summary();
