@@ -305,6 +305,11 @@ cdef extern from "opforge.h" nogil:
                               opf_activation activation, const opf_tensor *dx, const opf_tensor *dw,
                               const opf_tensor *db)
 
+    # -- kernel-body helpers (CPU) -------------------------------------------
+
+    int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, float *y, int64_t ahead,
+                                   float *acc)
+
     # -- runtime ------------------------------------------------------------
 
     ctypedef enum opf_isa:
