@@ -20,5 +20,29 @@ static inline opf_vec opf_vrelu(opf_vec x) { return _mm256_max_ps(_mm256_setzero
 static inline opf_vec opf_vrelu_mask(opf_vec dy, opf_vec x) {
     return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LE_OQ), dy);
 }
+/* The exponential's steps (simd/expsum.tmpl.h; avx512-f32.h says what
+ * each does): the 16-entry table as two halves, permuted each, bit 3 of j
+ * choosing. */
+typedef struct opf_vexp_table {
+    __m256 lo, hi;
+} opf_vexp_table;
+static inline opf_vec opf_vsub(opf_vec a, opf_vec b) { return _mm256_sub_ps(a, b); }
+static inline opf_vec opf_vfnma(opf_vec a, opf_vec b, opf_vec c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline opf_vexp_table opf_vexp_table_load(const float *table) {
+    return (opf_vexp_table){_mm256_loadu_ps(table), _mm256_loadu_ps(table + 8)};
+}
+static inline opf_vec opf_vexp_scale(opf_vec t, opf_vexp_table table) {
+    const __m256i ti = _mm256_castps_si256(t);
+    const __m256 tj = _mm256_blendv_ps(_mm256_permutevar8x32_ps(table.lo, ti), _mm256_permutevar8x32_ps(table.hi, ti),
+                                       _mm256_castsi256_ps(_mm256_slli_epi32(ti, 28)));
+    const __m256i up = _mm256_and_si256(_mm256_slli_epi32(ti, 19), _mm256_set1_epi32((int)0xff800000u));
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(tj), up));
+}
+static inline opf_vec opf_vexp_finish(opf_vec d, opf_vec s, opf_vec p, float least, float most) {
+    const __m256 keep = _mm256_cmp_ps(d, _mm256_set1_ps(least), _CMP_NLT_UQ);
+    const __m256 e = _mm256_and_ps(keep, _mm256_fmadd_ps(s, p, s));
+    const __m256 over = _mm256_cmp_ps(d, _mm256_set1_ps(most), _CMP_GT_OQ);
+    return _mm256_blendv_ps(e, _mm256_set1_ps(__builtin_inff()), over);
+}
 /* Orders non-temporal stores before later stores. */
 static inline void opf_vfence(void) { _mm_sfence(); }

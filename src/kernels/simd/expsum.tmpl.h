@@ -1,0 +1,44 @@
+/* expsum.tmpl.h — the exponential-and-sum kernel (kernels.h says what it
+ * computes), once for every ISA: included after a float32 SIMD vocabulary
+ * (simd/<isa>-f32.h) that has the exponential's steps, with OPF_EXP_SUM_NAME
+ * defined. The 32 partial sums are OPF_EXP_SUM_VECS vectors, lane j of the
+ * block in partial sum j whatever the vector length, so that every variant
+ * adds the same terms in the same order. */
+#define OPF_EXP_SUM_VECS (32 / OPF_VEC_LEN)
+
+/* e^d: d = (k + f) ln2 / 16 (k in t's low bits), e^d = 2^(k/16) e^r. */
+static inline opf_vec opf_vexp(opf_vec d, opf_vexp_table table) {
+    const opf_vec t = opf_vfma(d, opf_vset1(OPF_EXP_SUM_LOG2E_16), opf_vset1(OPF_EXP_SUM_ROUND));
+    const opf_vec k = opf_vsub(t, opf_vset1(OPF_EXP_SUM_ROUND));
+    opf_vec r = opf_vfnma(k, opf_vset1(OPF_EXP_SUM_LN2_16_HI), d); /* exact: the first part has few bits */
+    r = opf_vfnma(k, opf_vset1(OPF_EXP_SUM_LN2_16_LO), r);
+    const opf_vec q = opf_vfma(opf_vset1(OPF_EXP_SUM_C3), r, opf_vset1(0.5f));
+    const opf_vec p = opf_vfma(opf_vmul(r, r), q, r); /* e^r - 1 */
+    return opf_vexp_finish(d, opf_vexp_scale(t, table), p, OPF_EXP_SUM_LEAST, OPF_EXP_SUM_MOST);
+}
+
+int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float *y, int64_t ahead, float *acc) {
+    const opf_vexp_table table = opf_vexp_table_load(opf_exp_sum_table);
+    const opf_vec s = opf_vset1(shift);
+    opf_vec a[OPF_EXP_SUM_VECS];
+    for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
+        a[v] = opf_vloadu(acc + v * OPF_VEC_LEN);
+    }
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const char *pf = (const char *)(x + i) + ahead;
+        _mm_prefetch(pf, _MM_HINT_T0);
+        _mm_prefetch(pf + 64, _MM_HINT_T0);
+        for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
+            const opf_vec e = opf_vexp(opf_vsub(opf_vloadu(x + i + v * OPF_VEC_LEN), s), table);
+            if (y != NULL) {
+                opf_vstoreu(y + i + v * OPF_VEC_LEN, e);
+            }
+            a[v] = opf_vadd(a[v], e);
+        }
+    }
+    for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
+        opf_vstoreu(acc + v * OPF_VEC_LEN, a[v]);
+    }
+    return i;
+}
