@@ -954,6 +954,62 @@ TEST(test_special_rows) {
     }
 }
 
+/* The same rules on rows long enough for the exponentials' vector kernel
+ * (opf_exp_sum_blocks_f32: rows of 256 floats and more, whole blocks of
+ * 32, the rest in the authored loop): +inf, NaN, -inf (masked) elements and
+ * terms that underflow, in the blocks and in the rest. */
+TEST(test_special_long_rows) {
+    enum { ROWS = 7, M = 300 };
+    double *rows = xcalloc(ROWS * M, sizeof(double)), *want = xcalloc(ROWS * M, sizeof(double));
+    rng r = rng_seed(31);
+    for (int i = 0; i < ROWS * M; i++) {
+        rows[i] = rng_uniform(&r, -4.0, 4.0);
+    }
+    rows[0 * M + 40] = INFINITY;     /* +inf in a block: NaN throughout */
+    rows[1 * M + 40] = NAN;          /* NaN in a block: NaN throughout */
+    rows[6 * M + 290] = NAN;         /* and in the rest */
+    for (int j = 0; j < M; j += 3) { /* masked elements, in blocks and rest */
+        rows[2 * M + j] = -INFINITY;
+    }
+    for (int j = 0; j < M; j++) { /* only -inf: NaN throughout */
+        rows[3 * M + j] = -INFINITY;
+    }
+    for (int j = 0; j < M; j++) { /* terms from 1 down to e^-299 (0 in float) */
+        rows[4 * M + j] = -(double)j;
+    }
+    rows[5 * M + 7] = 80.0; /* one term dominates: the others underflow */
+    int64_t shape[2] = {ROWS, M};
+    for (int dt = 0; dt < 2; dt++) {
+        const opf_dtype dtype = dt ? OPF_F64 : OPF_F32;
+        for (int which = 0; which < 2; which++) {
+            tview x, y;
+            tv_make(&x, dtype, 2, shape, TV_CONTIG, 0);
+            tv_make(&y, dtype, 2, shape, TV_CONTIG, 0);
+            set_values(&x, rows);
+            double *xv = values(&x);
+            for (int i = 0; i < ROWS; i++) {
+                (which ? ref_log_softmax_row : ref_softmax_row)(M, xv + i * M, want + i * M);
+            }
+            const char *name = which ? "log_softmax" : "softmax";
+            opf_status st = run(row(name), (const opf_tensor *[]){&x.t}, (const opf_tensor *[]){&y.t}, NULL);
+            if (CHECK(st == OPF_OK, "%s", opf_last_error())) {
+                double *got = values(&y);
+                CHECK_CLOSE_F64(got, want, ROWS * M, 1e-6, 1e-5, "%s %s long special rows", name,
+                                opf_dtype_name(dtype));
+                for (int j = 0; j < M; j += 3) {
+                    CHECK(which ? got[2 * M + j] == -INFINITY : got[2 * M + j] == 0.0, "%s: masked element %d: %g",
+                          name, j, got[2 * M + j]);
+                }
+                free(got);
+            }
+            free(xv);
+            tv_free(&x), tv_free(&y);
+        }
+    }
+    free(rows);
+    free(want);
+}
+
 /* M = 0 (empty rows) and no rows at all; the sums over rows of no rows are 0. */
 TEST(test_empty) {
     double x[4] = {0}, out[4] = {7, 7, 7, 7}, mean[3] = {7, 7, 7}, rstd[3] = {7, 7, 7}, dw[4] = {7, 7, 7, 7},
@@ -1177,6 +1233,7 @@ int main(void) {
     RUN_TEST(test_forward_tangents);
     RUN_TEST(test_second_order_row_tangents);
     RUN_TEST(test_special_rows);
+    RUN_TEST(test_special_long_rows);
     RUN_TEST(test_empty);
     RUN_TEST(test_bad_input);
     RUN_TEST(test_thread_count_independent);
