@@ -1101,19 +1101,15 @@ static void test_exp_sum_registry(void) {
     const float least = OPF_EXP_SUM_LEAST, most = OPF_EXP_SUM_MOST;
     /* the inputs: the sample, then the edges and the specials, padded to blocks of 32 plus a tail of 5 */
     const uint32_t step = harness_slow() ? 7919 : 193;
-    size_t n = 0, cap = 64;
-    for (uint32_t b = 0x80000000u; b <= 0xc2aeac50u; b += step) { /* -0 down to just past ln FLT_MIN */
-        cap++;
-    }
-    for (uint32_t b = 0; b <= 0x42b00f34u; b += step) { /* +0 up to just past 88.03 */
-        cap++;
-    }
-    cap += 64;
+    const uint32_t NEG_FIRST = 0x80000000u, NEG_LAST = 0xc2aeac50u, POS_LAST = 0x42b00f34u; /* bit patterns */
+    /* the samples of -0 down to just past ln FLT_MIN and of +0 up to just past 88.03, the specials, the padding */
+    const size_t cap = (NEG_LAST - NEG_FIRST) / step + 1 + POS_LAST / step + 1 + 128;
+    size_t n = 0;
     float *x = malloc(cap * sizeof *x), *y = malloc((cap + 32) * sizeof *y), *first = malloc(cap * sizeof *first);
-    for (uint32_t b = 0x80000000u; b <= 0xc2aeac50u; b += step) {
+    for (uint32_t b = NEG_FIRST; b <= NEG_LAST; b += step) {
         memcpy(&x[n++], &b, sizeof b);
     }
-    for (uint32_t b = 0; b <= 0x42b00f34u; b += step) {
+    for (uint32_t b = 0; b <= POS_LAST; b += step) {
         memcpy(&x[n++], &b, sizeof b);
     }
     const float specials[] = {least,
