@@ -636,20 +636,22 @@ typedef float opf_v8f __attribute__((vector_size(32)));
  * rows of fewer than 8 elements go through the flat tile in vectors of 8,
  * period lcm(n, 8) / 8 of them. float32 rows read in place (x_row > n: an
  * input summed down its columns) ask for each row's memory
- * OPF_EW_COLUMN_PREFETCH bytes ahead of where they read it: the hardware
+ * OPF_EW_PREFETCH bytes ahead of where they read it: the hardware
  * prefetchers keep too little in flight over a tile's eight rows of 512
- * bytes. [8192, 4096] summed over its rows on a Zen 5, A/B of two builds in
- * one process: float32 1.35 times faster on one thread (1-3 KiB ahead
- * alike; 512 bytes and 4 KiB no faster), 1.05 on two; float64 (rows of 1 KiB)
- * 1.17 times faster on one thread but 1.08-1.15 times slower on two, so not
- * there. */
-#define OPF_EW_COLUMN_PREFETCH 2048
+ * bytes. The lines go to L2, not L1 (locality 2: prefetcht1): [8192, 4096]
+ * float32 summed over its rows on a Zen 4 (AVX-512), A/B of two builds in one
+ * process, took 1.50 times less time on one thread and 1.41 on two than
+ * with L1 as the target (prefetcht0, which took more time than no prefetch
+ * at all on that VM; on a Zen 5 VM, prefetcht0 had taken 1.35 times
+ * less time than no prefetch).
+ * float64 (rows of 1 KiB a tile) gains nothing measurable, so not there. */
+#define OPF_EW_PREFETCH 2048
 #define OPF_EW_ACC_COLUMNS(T, load8)                                                                                   \
     do {                                                                                                               \
         opf_v8d v0, v1, w;                                                                                             \
         int64_t i = 0;                                                                                                 \
         if (n >= 8) {                                                                                                  \
-            const uintptr_t opf__ahead = x_row > n && sizeof(T) == 4 ? OPF_EW_COLUMN_PREFETCH : 0;                     \
+            const uintptr_t opf__ahead = x_row > n && sizeof(T) == 4 ? OPF_EW_PREFETCH : 0;                            \
             for (; i + 8 <= n; i += 8) {                                                                               \
                 OPF_LOAD8_F64(v0, acc + i);                                                                            \
                 v1 = (opf_v8d){0};                                                                                     \
@@ -657,8 +659,8 @@ typedef float opf_v8f __attribute__((vector_size(32)));
                 int64_t r = 0;                                                                                         \
                 for (; r + 2 <= rows; r += 2) {                                                                        \
                     if (opf__line) {                                                                                   \
-                        __builtin_prefetch((const void *)((uintptr_t)(x + r * x_row + i) + opf__ahead));               \
-                        __builtin_prefetch((const void *)((uintptr_t)(x + (r + 1) * x_row + i) + opf__ahead));         \
+                        __builtin_prefetch((const void *)((uintptr_t)(x + r * x_row + i) + opf__ahead), 0, 2);         \
+                        __builtin_prefetch((const void *)((uintptr_t)(x + (r + 1) * x_row + i) + opf__ahead), 0, 2);   \
                     }                                                                                                  \
                     load8(w, x + r * x_row + i);                                                                       \
                     v0 += w;                                                                                           \
@@ -667,7 +669,7 @@ typedef float opf_v8f __attribute__((vector_size(32)));
                 }                                                                                                      \
                 if (r < rows) {                                                                                        \
                     if (opf__line) {                                                                                   \
-                        __builtin_prefetch((const void *)((uintptr_t)(x + r * x_row + i) + opf__ahead));               \
+                        __builtin_prefetch((const void *)((uintptr_t)(x + r * x_row + i) + opf__ahead), 0, 2);         \
                     }                                                                                                  \
                     load8(w, x + r * x_row + i);                                                                       \
                     v0 += w;                                                                                           \
@@ -855,6 +857,23 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
         const int64_t x_row = ptr[0] == buf[0] || rows == 1 ? n : job->strides[0][last - 1];
         r->acc_fn(rows, n, ptr[0], x_row, acc[0], rows > 1 ? r->acc_stride[0][last - 1] : 0, r->acc_stride[0][last]);
         return;
+    }
+    /* Inputs the kernel reads in place: their memory OPF_EW_PREFETCH bytes
+     * further on, into L2. The tiles go on along the same rows, and between
+     * two tiles the accumulator's work leaves memory idle: mul's gradient
+     * summed over the rows of [8192, 4096] float32 (two inputs read, tiles
+     * of 1024 elements of a row) took 1.46 times less time on one thread of
+     * a Zen 4 and 1.33 on two (1.31-1.38 at 4 and 8 KiB ahead). */
+    for (int32_t k = 0; k < job->num_in; k++) {
+        if (ptr[k] != buf[k]) {
+            const int64_t row = rows > 1 ? job->strides[k][last - 1] : n;
+            for (int64_t i = 0; i < (row != 0 ? rows : 1); i++) { /* (row 0: the same row again) */
+                const uintptr_t at = (uintptr_t)(start[k] + i * row * elem) + OPF_EW_PREFETCH;
+                for (int64_t at_b = 0; at_b < n * elem; at_b += 64) {
+                    __builtin_prefetch((const void *)(at + (uintptr_t)at_b), 0, 2);
+                }
+            }
+        }
     }
     if (!per_row) {
         opf_ew_call(job, rows * n, ptr);
