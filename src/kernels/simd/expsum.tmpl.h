@@ -26,9 +26,9 @@ int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float *y, int64
     }
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        const char *pf = (const char *)(x + i) + ahead;
-        _mm_prefetch(pf, _MM_HINT_T0);
-        _mm_prefetch(pf + 64, _MM_HINT_T0);
+        const char *pf = (const char *)(x + i) + ahead; /* into L2, as opf_prefetch_at */
+        _mm_prefetch(pf, _MM_HINT_T1);
+        _mm_prefetch(pf + 64, _MM_HINT_T1);
         for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
             const opf_vec e = opf_vexp(opf_vsub(opf_vloadu(x + i + v * OPF_VEC_LEN), s), table);
             if (y != NULL) {
