@@ -868,10 +868,7 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
         if (ptr[k] != buf[k]) {
             const int64_t row = rows > 1 ? job->strides[k][last - 1] : n;
             for (int64_t i = 0; i < (row != 0 ? rows : 1); i++) { /* (row 0: the same row again) */
-                const uintptr_t at = (uintptr_t)(start[k] + i * row * elem) + OPF_EW_PREFETCH;
-                for (int64_t at_b = 0; at_b < n * elem; at_b += 64) {
-                    __builtin_prefetch((const void *)(at + (uintptr_t)at_b), 0, 2);
-                }
+                opf_prefetch_at(start[k] + i * row * elem, OPF_EW_PREFETCH, n * elem);
             }
         }
     }
