@@ -228,8 +228,8 @@ static void opf_ew_strided(void *ctx, int64_t begin, int64_t end) {
  * further on, into L2: with the streaming stores' traffic, the hardware
  * prefetchers alone left memory idle. On one Zen 4 (2 cores of a VM),
  * bench/ab, alternating, one / two threads: [8192, 4096] + [4096] float32
- * 1.68-1.78x / 1.25-1.79x faster (float64 2.2x / 1.7x), mul so 1.9-2.0x /
- * 1.3x, sigmoid_grad on two threads 1.6x; the same-shape add, relu and
+ * 1.68-1.78x / 1.25-1.79x faster (float64 2.2x / 1.7x), mul so 1.7-2.0x /
+ * 1.2-1.3x, sigmoid_grad on two threads 1.6x; the same-shape add, relu and
  * gelu_grad inside the runs' noise (0.9-1.45x); 4 KiB ahead a little less,
  * 1-2 KiB less again. */
 static void opf_ew_block_call(const opf_ew_job *job, int64_t pos, int64_t len, char *const *rows, char *const *out) {
