@@ -187,6 +187,11 @@ typedef struct opf_attr_def {
 #define OPF_ARG_BATCHED                                                                                                \
     4 /* has "..." in its signature: leading dims shared with the other                                                \
          batched arguments, then core_dims dims of its own */
+/* An input whose values the kernel never reads: only its shape counts (the
+ * target of an output's "[sum_to(like)]", "like: shape" in a signature).
+ * The engines neither prefetch nor gather it, and may hand the kernel zeros
+ * in its place. */
+#define OPF_ARG_SHAPE_ONLY 8
 
 typedef struct opf_arg_def {
     const char *name;
@@ -512,7 +517,10 @@ typedef struct opf_op_table {
  * a summed output gets the kernel's result added up over the dims along which
  * its input is broadcast (never written in place). A compute function may
  * declare "[broadcast(...)]" outputs; "[sum_to(...)]" is elementwise only.
- * '?' marks an optional argument, '!' an input written in place. Attribute
+ * '?' marks an optional argument, '!' an input written in place, ": shape"
+ * an input of which only the shape is used, never the values
+ * ("mul_grad(dy, other, like: shape) -> dx[sum_to(like)]": OPF_ARG_SHAPE_ONLY,
+ * which spares its memory traffic). Attribute
  * types: float, int, or an enum {choice, ...}; "= value" gives the default
  * (required for enums: the first choice if omitted).
  *

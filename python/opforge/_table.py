@@ -70,6 +70,7 @@ class ArgDef:
     optional: bool  # OPF_ARG_OPTIONAL: may be absent
     mutated: bool  # OPF_ARG_MUTATED: an input written in place (and returned)
     core_dims: Optional[int] = None  # with "..." in the signature: the dims after it; None without
+    shape_only: bool = False  # OPF_ARG_SHAPE_ONLY: an input whose values the kernel never reads
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ def _args(defs: Any, count: int) -> tuple[ArgDef, ...]:
             optional=bool(d.flags & lib.OPF_ARG_OPTIONAL),
             mutated=bool(d.flags & lib.OPF_ARG_MUTATED),
             core_dims=int(d.core_dims) if d.flags & lib.OPF_ARG_BATCHED else None,
+            shape_only=bool(d.flags & lib.OPF_ARG_SHAPE_ONLY),
         )
         for d in defs[0:count]
     )

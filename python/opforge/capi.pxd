@@ -34,6 +34,7 @@ cdef extern from "opforge.h" nogil:
         OPF_ARG_OPTIONAL
         OPF_ARG_MUTATED
         OPF_ARG_BATCHED
+        OPF_ARG_SHAPE_ONLY
         OPF_OP_ELEMENTWISE
         OPF_OP_PASS_THROUGH
         OPF_ROW_KERNEL_RUNS

@@ -251,7 +251,7 @@ typedef struct opf_parsed {
     int broadcast[OPF_MAX_ARGS]; /* inputs that broadcast together (named by broadcast(...) or sum_to(...)) */
 } opf_parsed;
 
-/* One tensor argument: name, dims, '?' and (inputs) '!'. */
+/* One tensor argument: name, dims, '?' and (inputs) '!' and ": shape". */
 static int opf_parse_tensor(opf_parser *p, const opf_op_def *row, opf_arg_def *arg, opf_pattern *pat, int is_input) {
     arg->name = opf_ident(p, is_input ? "an input name" : "an output name");
     if (arg->name == NULL || !opf_parse_pattern(p, is_input ? NULL : row, pat)) {
@@ -266,6 +266,16 @@ static int opf_parse_tensor(opf_parser *p, const opf_op_def *row, opf_arg_def *a
             arg->flags |= OPF_ARG_OPTIONAL;
         } else if (is_input && opf_accept(p, "!")) {
             arg->flags |= OPF_ARG_MUTATED;
+        } else if (is_input && opf_accept(p, ":")) {
+            const char *kind = opf_ident(p, "'shape' after ':'");
+            if (kind == NULL) {
+                return 0;
+            }
+            if (strcmp(kind, "shape") != 0) {
+                return opf_parse_fail(p, "input '%s': expected 'shape' after ':', got '%s' (attributes go after '*')",
+                                      arg->name, kind);
+            }
+            arg->flags |= OPF_ARG_SHAPE_ONLY;
         } else {
             return 1;
         }

@@ -83,6 +83,7 @@ typedef struct opf_row_arg {
     char *base;
     int batched;
     int contiguous_rows;                /* its rows are contiguous in memory */
+    int unread;                         /* an input declared OPF_ARG_SHAPE_ONLY: never prefetched or gathered */
     int stream;                         /* an output computed in scratch, then streamed to its contiguous row */
     size_t scratch_at;                  /* a row gathered or computed in scratch: its offset there (bytes) */
     int64_t len;                        /* elements of a row (or of the whole tensor) */
@@ -174,7 +175,7 @@ static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call,
     int32_t pf_count = 0;
     for (int32_t k = 0; next && k < job->num_in; k++) {
         const opf_row_arg *a = &job->args[k];
-        if (a->t != NULL && a->batched && a->contiguous_rows && a->len > 0) {
+        if (a->t != NULL && a->batched && a->contiguous_rows && !a->unread && a->len > 0) {
             pf_at[pf_count] = a->base + opf_row_offset(job, a, index) * (int64_t)job->elem;
             pf_left[pf_count] = (size_t)a->len * job->elem;
             pf_total += pf_left[pf_count++];
@@ -241,7 +242,7 @@ static void opf_row_next_inputs(const opf_row_job *job, const int64_t *index, in
     for (int32_t k = 0; k < job->num_in; k++) {
         const opf_row_arg *a = &job->args[k];
         const int64_t bytes = a->len * (int64_t)job->elem;
-        if (a->t != NULL && a->batched && a->contiguous_rows && bytes >= 64) {
+        if (a->t != NULL && a->batched && a->contiguous_rows && !a->unread && bytes >= 64) {
             call->prefetch[call->num_prefetch] = a->base + opf_row_offset(job, a, next) * (int64_t)job->elem;
             call->prefetch_bytes[call->num_prefetch++] = bytes;
         }
@@ -321,6 +322,12 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
     if (job->scratch_bytes > 0 && scratch == NULL) {
         job->failed = 1;
         return;
+    }
+    for (int32_t k = 0; k < job->num_in; k++) {
+        const opf_row_arg *a = &job->args[k];
+        if (a->t != NULL && a->unread && a->batched && !a->contiguous_rows && a->len > 0) {
+            memset(scratch + a->scratch_at, 0, (size_t)a->len * job->elem);
+        }
     }
     int64_t index[OPF_MAX_RANK] = {0};
     opf_row_index(job, begin, index);
@@ -402,7 +409,7 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
                     ptr = row;
                 } else {
                     ptr = a->len > 0 ? scratch + a->scratch_at : NULL; /* an empty row takes no scratch */
-                    if (k < job->num_in) {
+                    if (k < job->num_in && !a->unread) {               /* (an unread one's scratch holds zeros) */
                         opf_row_copy(job, a, off[k], ptr, 1);
                     }
                 }
@@ -492,10 +499,12 @@ static void opf_row_add_blocks(const opf_row_job *job, int64_t blocks) {
     }
 }
 
-/* A contiguous copy of an unbatched input that is not contiguous. */
+/* A contiguous copy of an unbatched input that is not contiguous (zeros
+ * for one declared OPF_ARG_SHAPE_ONLY). */
 static char *opf_row_whole_copy(const opf_row_job *job, opf_row_arg *a) {
-    char *copy = malloc((size_t)(a->len > 0 ? a->len : 1) * job->elem);
-    if (copy != NULL) {
+    const size_t bytes = (size_t)(a->len > 0 ? a->len : 1) * job->elem;
+    char *copy = a->unread ? calloc(1, bytes) : malloc(bytes);
+    if (copy != NULL && !a->unread) {
         opf_row_arg whole = *a;
         whole.core = a->t->ndim;
         opf_row_copy(job, &whole, 0, copy, 1);
@@ -589,6 +598,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
             a->len *= a->t->shape[d];
         }
         a->contiguous_rows = opf_tensor_tail_contiguous(a->t, a->core);
+        a->unread = k < job.num_in && (def->flags & OPF_ARG_SHAPE_ONLY) != 0;
         row_elems += a->len;
         in_elems += k < job.num_in && a->batched ? a->len : 0;
         const int64_t row_bytes = a->len * (int64_t)job.elem;

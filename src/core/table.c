@@ -50,6 +50,17 @@ static opf_status opf_validate_args(const opf_op_def *op, const char *what, int3
             return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s name '%s' must be lower_snake_case", op->name,
                             what, args[i].name);
         }
+        const int input = what[0] == 'i';
+        const uint32_t known = OPF_ARG_OPTIONAL | OPF_ARG_BATCHED | (input ? OPF_ARG_MUTATED | OPF_ARG_SHAPE_ONLY : 0);
+        if ((args[i].flags & ~known) != 0) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s '%s' has flags 0x%x unknown to %s", op->name,
+                            what, args[i].name, (unsigned)(args[i].flags & ~known), what);
+        }
+        if ((args[i].flags & OPF_ARG_SHAPE_ONLY) && (args[i].flags & OPF_ARG_MUTATED)) {
+            return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
+                            "op '%s': input '%s' is written in place, so its values are more than its shape", op->name,
+                            args[i].name);
+        }
         if ((args[i].flags & OPF_ARG_BATCHED) && (args[i].core_dims < 0 || args[i].core_dims > OPF_MAX_RANK)) {
             return opf_fail(OPF_E_INVALID, OPF_VALIDATE, "op '%s': %s '%s' has core_dims %d", op->name, what,
                             args[i].name, (int)args[i].core_dims);
@@ -408,10 +419,11 @@ static opf_status opf_validate_op(const opf_op_table *table, const opf_op_def *o
     }
     if ((op->flags & OPF_OP_PASS_THROUGH) &&
         (!(op->flags & OPF_OP_ELEMENTWISE) || op->num_inputs < 1 || op->num_outputs != 1 ||
-         (op->inputs[0].flags & (OPF_ARG_OPTIONAL | OPF_ARG_MUTATED)) || (op->outputs[0].flags & OPF_ARG_OPTIONAL))) {
+         (op->inputs[0].flags & (OPF_ARG_OPTIONAL | OPF_ARG_MUTATED | OPF_ARG_SHAPE_ONLY)) ||
+         (op->outputs[0].flags & OPF_ARG_OPTIONAL))) {
         return opf_fail(OPF_E_INVALID, OPF_VALIDATE,
                         "op '%s' is OPF_OP_PASS_THROUGH, which needs an elementwise row with a required first input "
-                        "(not written in place) and exactly one required output",
+                        "(read, neither written in place nor shape only) and exactly one required output",
                         op->name);
     }
     if (op->dtypes == 0 || (op->dtypes & ~(uint32_t)(OPF_DTYPES_F32 | OPF_DTYPES_F64)) != 0) {

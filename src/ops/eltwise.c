@@ -94,7 +94,7 @@ const opf_op_decl opf_decl_mul = {
  * `like` and broadcasts a smaller one up to it: each is its own gradient
  * (the transpose of "broadcast, then sum" is "broadcast, then sum" back). */
 const opf_op_decl opf_decl_sum_to = {
-    "sum_to(x, like) -> y[sum_to(like)]",
+    "sum_to(x, like: shape) -> y[sum_to(like)]",
     .doc = "x summed over the dims along which like broadcasts to the shape of x (the gradient of a broadcast), "
            "or broadcast up to like's shape: y has like's shape and is the sum of x, broadcast with like, over the "
            "dims like lacks or has as 1. A copy when x and like have one shape.",
@@ -107,7 +107,7 @@ const opf_op_decl opf_decl_sum_to = {
 };
 
 const opf_op_decl opf_decl_mul_grad = {
-    "mul_grad(dy, other, like) -> dx[sum_to(like)]",
+    "mul_grad(dy, other, like: shape) -> dx[sum_to(like)]",
     .doc = "Gradient of mul for one factor: dx = sum_to(dy * other, like), the product summed over the dims along "
            "which like (the factor) was broadcast.",
     /* Bilinear in dy and other, the sum over the same dims each way. */

@@ -145,6 +145,14 @@ OPF_ROW_KERNEL(until_negative, (x), (y), {
     }
 })
 
+/* y = 2 x, rows of the shape of `like` and `w`, whose values it never
+ * reads (": shape" in its signature). */
+OPF_ROW_KERNEL(twice_like, (x, like, w), (y), {
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = 2 * x[i];
+    }
+})
+
 /* Hand-written row kernels (float64): each row's sum, from a kernel that
  * says it takes runs of rows (OPF_ROW_KERNEL_RUNS) and from one that does
  * not; each notes the longest run it was given. */
@@ -198,6 +206,7 @@ static const opf_op_decl user_decls[] = {
      .row = &row_sums_by_runs},
     {"row_sums_by_rows(x[..., M]) -> y[...]", .doc = "row sums, a row per call", .dtypes = OPF_DTYPES_F64,
      .row = &row_sums_by_rows},
+    {"twice_like(x[..., M], like[..., M]: shape, w[M]: shape) -> y[..., M]", .doc = "2 x", .row = &twice_like},
     {"fail(x) -> y", .doc = "always fails", .compute = fail_compute},
     {0},
 };
@@ -873,6 +882,49 @@ TEST(test_rows_computed_in_scratch) {
 /* opf_prefetch_ahead is a hint: its rows end where the memory mapped for
  * them ends, before pages that may not be read, and the kernel asks for the
  * lines OPF_PREFETCH_AHEAD bytes past them; the results are a plain loop's. */
+/* Inputs declared ": shape" are neither gathered nor copied: laid out any
+ * way over memory that faults when touched, batched (column-major, and
+ * contiguous) and not ("w[M]" every other element), the rows come out as
+ * 2 x, streamed (4 MiB) and not. */
+TEST(test_rows_shape_only_inputs) {
+    const opf_op_def *op = user_op("twice_like");
+    if (!CHECK(op != NULL && (op->inputs[1].flags & OPF_ARG_SHAPE_ONLY) && (op->inputs[2].flags & OPF_ARG_SHAPE_ONLY) &&
+                   !(op->inputs[0].flags & OPF_ARG_SHAPE_ONLY),
+               "twice_like's like and w are shape only")) {
+        return;
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int big = 0; big < 2; big++) {
+        const int64_t R = big ? (harness_slow() ? 300 : 1024) : 9, M = big ? 1024 : 37, n = R * M;
+        const size_t span = ((size_t)(2 * n) * sizeof(float) + page - 1) / page * page;
+        char *nothing = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (!CHECK(nothing != MAP_FAILED, "mmap failed")) {
+            return;
+        }
+        float *x = xmalloc(sizeof(float) * (size_t)n), *y = xmalloc(sizeof(float) * (size_t)n);
+        rng g = rng_seed(5);
+        fill_uniform_f32(&g, x, (size_t)n, -3, 3);
+        const int64_t s2[2] = {R, M}, s1[1] = {M}, col_major[2] = {1, R}, every_other[1] = {2};
+        opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, s2), ty = opf_tensor_make(y, OPF_F32, 2, s2);
+        opf_tensor like = opf_tensor_make(nothing, OPF_F32, 2, s2), w = opf_tensor_make(nothing, OPF_F32, 1, s1);
+        w.strides = every_other;
+        for (int layout = 0; layout < 2; layout++) {
+            like.strides = layout == 0 ? col_major : NULL;
+            memset(y, 0, sizeof(float) * (size_t)n);
+            opf_status st = opf_op_run(op, (const opf_tensor *[]){&tx, &like, &w}, (const opf_tensor *[]){&ty}, NULL);
+            CHECK(st == OPF_OK, "twice_like [%lld, %lld]: %s", (long long)R, (long long)M, opf_last_error());
+            int bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                bad += y[i] != 2 * x[i];
+            }
+            CHECK(bad == 0, "twice_like [%lld, %lld], like %s: %d elements not 2 x", (long long)R, (long long)M,
+                  layout == 0 ? "column-major" : "contiguous", bad);
+        }
+        munmap(nothing, span);
+        free(x), free(y);
+    }
+}
+
 TEST(test_rows_prefetch_past_the_mapping) {
     const opf_op_def *op = user_op("exp_row_sum");
     const size_t page = (size_t)sysconf(_SC_PAGESIZE), guard = 2 * page + OPF_PREFETCH_AHEAD;
@@ -977,9 +1029,11 @@ TEST(test_declaration_mistakes) {
     const opf_op_decl two_out[2] = {{"sd(a, b) -> (s, d)", .eltwise = &sum_diff, .flags = OPF_OP_PASS_THROUGH}, {0}};
     const opf_ops_decl passes = {OPF_TABLE_ABI_VERSION, "badops", two_out};
     CHECK(opf_ops_resolve(&passes) == NULL, "a pass-through row with two outputs accepted");
-    CHECK_CONTAINS(opf_last_error(), "table 'badops': op 'sd' is OPF_OP_PASS_THROUGH, which needs an elementwise row "
-                                     "with a required first input (not written in place) and exactly one required "
-                                     "output");
+    CHECK_CONTAINS(
+        opf_last_error(),
+        "table 'badops': op 'sd' is OPF_OP_PASS_THROUGH, which needs an elementwise row "
+        "with a required first input (read, neither written in place nor shape only) and exactly one required "
+        "output");
     /* The table itself. */
     const opf_op_decl one[2] = {{"sq(x) -> y", .eltwise = &sq_plus}, {0}};
     const opf_ops_decl dashed = {OPF_TABLE_ABI_VERSION, "my-ops", one};
@@ -1010,6 +1064,7 @@ int main(void) {
     RUN_TEST(test_rows_stored_by_the_kernel);
     RUN_TEST(test_rows_computed_in_scratch);
     RUN_TEST(test_rows_prefetch_past_the_mapping);
+    RUN_TEST(test_rows_shape_only_inputs);
     RUN_TEST(test_kernel_errors);
     RUN_TEST(test_declaration_mistakes);
     opf_ops_release(user_table());

@@ -6,13 +6,17 @@
  * dims, rank mismatch, empty dims), every layout the harness makes, sums
  * over broadcast dims on every path of the engine (chunks owning their
  * outputs, partial sums), thread-count independence, and the mistakes
- * (shapes that do not broadcast, a summed output in place, declarations).
+ * (shapes that do not broadcast, a summed output in place, declarations),
+ * and inputs of which only the shape counts, never read.
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "reference.h"
@@ -119,6 +123,11 @@ TEST(test_rows_declared) {
     CHECK(mul_grad->output_shapes[0].kind == OPF_SHAPE_SUM_TO && mul_grad->output_shapes[0].like == 2,
           "mul_grad's output is summed to like");
     CHECK(mul_grad->num_checks == 3, "mul_grad: a broadcast check per pair of inputs, got %d", mul_grad->num_checks);
+    /* like gives a shape only: its memory is neither read nor prefetched. */
+    CHECK((sum_to->inputs[1].flags & OPF_ARG_SHAPE_ONLY) && !(sum_to->inputs[0].flags & OPF_ARG_SHAPE_ONLY),
+          "sum_to's like is shape only");
+    CHECK((mul_grad->inputs[2].flags & OPF_ARG_SHAPE_ONLY) && !(mul_grad->inputs[1].flags & OPF_ARG_SHAPE_ONLY),
+          "mul_grad's like is shape only");
     /* The gradient rules: sums to each input's shape, closed under differentiation. */
     CHECK(add->num_grads == 2 && strcmp(add->grads[0].op, "sum_to") == 0 && strcmp(add->grads[1].op, "sum_to") == 0,
           "add's gradients are sum_to");
@@ -168,6 +177,10 @@ TEST(test_declaration_mistakes) {
         {{"f(a[N], b) -> y[broadcast(a, b)]", .compute = noop_compute}, "input 'a' broadcasts: it takes no dims"},
         {{"f(a, b, c, d, e) -> y[broadcast(a, b, c, d, e)]", .compute = noop_compute},
          "broadcast(...) names at most 4 inputs"},
+        {{"f(a, b: float) -> y[broadcast(a, b)]", .eltwise = &bsum_diff},
+         "input 'b': expected 'shape' after ':', got 'float' (attributes go after '*')"},
+        {{"f(a, b:) -> y[broadcast(a, b)]", .eltwise = &bsum_diff}, "expected 'shape' after ':'"},
+        {{"f(a, *, b: shape) -> y", .eltwise = &bsum_diff}, "attribute 'b' needs a type"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const opf_op_decl decls[2] = {cases[i].decl, {0}};
@@ -714,6 +727,88 @@ TEST(test_in_place_and_errors) {
     CHECK_CONTAINS(opf_last_error(), "b is float64");
 }
 
+/* Memory that faults when touched: `bytes` of it (whole pages), or NULL. */
+static char *untouchable(size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (bytes + page - 1) / page * page;
+    void *map = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return map == MAP_FAILED ? NULL : map;
+}
+
+/* A shape-only input (sum_to's and mul_grad's like) is never read: laid out
+ * any way but contiguously over memory that faults when touched, the
+ * results are the references' (a gather or a prefetch-and-load of it would
+ * crash the test), at a size whose output is streamed and at a small one,
+ * into an output of like's shape or summed down to it; contiguous and full
+ * of NaN, it changes nothing either. */
+TEST(test_shape_only_inputs_unread) {
+    const int64_t R = harness_slow() ? 96 : 1024, C = harness_slow() ? 80 : 1024; /* 4 MiB of float32: streamed */
+    for (int big = 0; big < 2; big++) {
+        const int64_t r = big ? R : 7, c = big ? C : 33, n = r * c;
+        char *nothing = untouchable((size_t)(2 * n) * sizeof(double));
+        float *x = xmalloc(sizeof(float) * (size_t)n), *dy = xmalloc(sizeof(float) * (size_t)n),
+              *w = xmalloc(sizeof(float) * (size_t)c), *y = xmalloc(sizeof(float) * (size_t)n),
+              *nan_like = xmalloc(sizeof(float) * (size_t)n), *want = xmalloc(sizeof(float) * (size_t)n);
+        if (!CHECK(nothing != NULL, "mmap failed")) {
+            return;
+        }
+        rng g = rng_seed(41);
+        fill_uniform_f32(&g, x, (size_t)n, -2, 2);
+        fill_uniform_f32(&g, dy, (size_t)n, -2, 2);
+        fill_uniform_f32(&g, w, (size_t)c, -2, 2);
+        for (int64_t i = 0; i < n; i++) {
+            nan_like[i] = NAN;
+        }
+        const int64_t s2[2] = {r, c}, s1[1] = {c}, col_major[2] = {1, r}, every_other[1] = {2};
+        opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, s2), tdy = opf_tensor_make(dy, OPF_F32, 2, s2),
+                   tw = opf_tensor_make(w, OPF_F32, 1, s1), ty = opf_tensor_make(y, OPF_F32, 2, s2),
+                   ty1 = opf_tensor_make(y, OPF_F32, 1, s1), tnan = opf_tensor_make(nan_like, OPF_F32, 2, s2);
+        opf_tensor like2 = opf_tensor_make(nothing, OPF_F32, 2, s2), like1 = opf_tensor_make(nothing, OPF_F32, 1, s1);
+        like2.strides = col_major;
+        like1.strides = every_other;
+        /* sum_to(x, like) with like of x's shape: x. */
+        opf_status st =
+            opf_op_run(builtin("sum_to"), (const opf_tensor *[]){&tx, &like2}, (const opf_tensor *[]){&ty}, NULL);
+        CHECK(st == OPF_OK, "sum_to [%lld, %lld]: %s", (long long)r, (long long)c, opf_last_error());
+        CHECK_SAME_BITS(y, x, (size_t)n, sizeof(float), "sum_to [%lld, %lld], like column-major", (long long)r,
+                        (long long)c);
+        /* mul_grad(dy, w, like): dy * w, of like's shape. */
+        for (int64_t i = 0; i < n; i++) {
+            want[i] = dy[i] * w[i % c];
+        }
+        const opf_tensor *likes[2] = {&like2, &tnan};
+        for (int k = 0; k < 2; k++) {
+            st = opf_op_run(builtin("mul_grad"), (const opf_tensor *[]){&tdy, &tw, likes[k]},
+                            (const opf_tensor *[]){&ty}, NULL);
+            CHECK(st == OPF_OK, "mul_grad: %s", opf_last_error());
+            CHECK_SAME_BITS(y, want, (size_t)n, sizeof(float), "mul_grad [%lld, %lld], like %s", (long long)r,
+                            (long long)c, k == 0 ? "column-major" : "of NaN");
+        }
+        /* sum_to(x, like[c]) and mul_grad(dy, x, like[c]): sums down the rows. */
+        double sum[1024] = {0}, prod[1024] = {0}, tol[1024];
+        for (int64_t i = 0; i < n; i++) {
+            sum[i % c] += x[i];
+            prod[i % c] += (double)dy[i] * x[i];
+        }
+        const double *refs[2] = {sum, prod};
+        for (int k = 0; k < 2; k++) {
+            st = k == 0 ? opf_op_run(builtin("sum_to"), (const opf_tensor *[]){&tx, &like1},
+                                     (const opf_tensor *[]){&ty1}, NULL)
+                        : opf_op_run(builtin("mul_grad"), (const opf_tensor *[]){&tdy, &tx, &like1},
+                                     (const opf_tensor *[]){&ty1}, NULL);
+            CHECK(st == OPF_OK, "%s down the rows: %s", k == 0 ? "sum_to" : "mul_grad", opf_last_error());
+            double got[1024];
+            for (int64_t j = 0; j < c; j++) {
+                got[j] = y[j];
+                tol[j] = 1e-5 * (double)r * 4 + 1e-6 * fabs(refs[k][j]);
+            }
+            CHECK_CLOSE_TOL(got, refs[k], tol, (size_t)c, "%s [%lld, %lld] to [%lld], like strided",
+                            k == 0 ? "sum_to" : "mul_grad", (long long)r, (long long)c, (long long)c);
+        }
+        munmap(nothing, (size_t)(2 * n) * sizeof(double));
+        free(x), free(dy), free(w), free(y), free(nan_like), free(want);
+    }
+}
+
 int main(void) {
     RUN_TEST(test_rows_declared);
     RUN_TEST(test_declaration_mistakes);
@@ -727,6 +822,7 @@ int main(void) {
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_user_rows);
     RUN_TEST(test_in_place_and_errors);
+    RUN_TEST(test_shape_only_inputs_unread);
     opf_ops_release(user_table());
     return harness_summary();
 }

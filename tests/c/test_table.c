@@ -495,6 +495,18 @@ TEST(test_validate_rejects_broken_tables) {
     EXPECT_INVALID_ROW(r, 1, "pass-through row whose first input is optional");
     r = user_rowsum, r.flags |= OPF_OP_PASS_THROUGH;
     EXPECT_INVALID_ROW(r, 2, "pass-through row that is not elementwise");
+    r = user_sub, r.flags |= OPF_OP_PASS_THROUGH, r.inputs[0].flags = OPF_ARG_SHAPE_ONLY;
+    EXPECT_INVALID_ROW(r, 1, "pass-through row whose first input is shape only");
+    r = user_sub, r.inputs[1].flags = OPF_ARG_SHAPE_ONLY;
+    CHECK_STATUS(validate_modified(&r, 1), OPF_OK); /* b's values unread: the author's claim */
+    r = user_sub, r.inputs[1].flags = OPF_ARG_SHAPE_ONLY | OPF_ARG_MUTATED;
+    EXPECT_INVALID_ROW(r, 1, "an input written in place and shape only");
+    r = user_sub, r.outputs[0].flags = OPF_ARG_SHAPE_ONLY;
+    EXPECT_INVALID_ROW(r, 1, "a shape-only output");
+    r = user_sub, r.outputs[0].flags = OPF_ARG_MUTATED;
+    EXPECT_INVALID_ROW(r, 1, "an output written in place");
+    r = user_sub, r.inputs[0].flags = 0x40;
+    EXPECT_INVALID_ROW(r, 1, "an unknown input flag");
 
     r = user_negate, r.num_inputs = OPF_MAX_ARGS + 1;
     EXPECT_INVALID_ROW(r, 0, "num_inputs > OPF_MAX_ARGS");

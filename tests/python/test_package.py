@@ -93,6 +93,16 @@ def test_table_reader_sees_gradient_rules() -> None:
             assert len(grad.produces) >= 1
 
 
+def test_table_reader_sees_argument_flags() -> None:
+    table = _table.builtin_table()
+    shape_only = {(op.name, arg.name) for op in table.ops for arg in op.inputs if arg.shape_only}
+    assert shape_only == {("sum_to", "like"), ("mul_grad", "like")}
+    mul_grad = table.find("mul_grad")
+    assert mul_grad is not None and not any(arg.shape_only for arg in mul_grad.outputs)
+    relu_ = table.find("relu_")
+    assert relu_ is not None and relu_.inputs[0].mutated and not relu_.inputs[0].shape_only
+
+
 def test_keyword_inputs_work() -> None:
     np.testing.assert_array_equal(onp.add(a=np.ones(2), b=np.ones(2)), [2.0, 2.0])
 
