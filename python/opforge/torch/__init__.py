@@ -48,6 +48,7 @@ import opforge
 from .._build import Source, load_user_table
 from .._capi import ffi
 from .._table import (
+    GradDef,
     GradSource,
     OpDef,
     OpTable,
@@ -323,26 +324,25 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
         return call
 
     def gradients(
-        inputs: Sequence[Optional[torch.Tensor]],
-        outputs: Sequence[torch.Tensor],
+        saved: _Saved,
         attrs: dict[str, Any],
         grads: Sequence[Optional[torch.Tensor]],
         needs: Sequence[bool],
     ) -> list[Optional[torch.Tensor]]:
         def value(source: GradSource) -> Optional[torch.Tensor]:
             if source.kind == "input":
-                return inputs[source.index]
+                return saved.value(source.index)
             if source.kind == "output":
-                return outputs[source.index]
+                return saved.value(num_inputs + source.index)
             if source.kind == "grad":
                 g = grads[source.index]
                 mask = attrs.get("output_mask")
                 if mask is not None and not mask[source.index]:
                     return None  # an output not computed: nothing flows into it
-                return torch.zeros_like(outputs[source.index]) if g is None else g
+                return saved.zeros(num_inputs + source.index) if g is None else g
             return None
 
-        present = [need and inputs[i] is not None for i, need in enumerate(needs[:num_inputs])]
+        present = [need and saved.present(i) for i, need in enumerate(needs[:num_inputs])]
         return run_grad_rules(op, present, value, caller(attrs), rows=rows)
 
     def tangents(
@@ -386,6 +386,7 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
             return run_jvp_rules(op, needs, value, call_at_lower_levels, zeros, rows=rows)
 
     rows = RuleRows(table)
+    backward_uses = _rule_uses(op.grads, table, num_inputs, num_outputs)
     not_differentiable = f"{namespace}::{op.name} is not differentiable: its table row has no gradient rule"
     no_forward_mode = (
         f"{namespace}::{op.name} has no forward mode: its table row declares no tangent rule (jvp); "
@@ -403,20 +404,29 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
             args = inputs[2:]
             outputs = output if isinstance(output, tuple) else (output,)
             padded = (*args, *(None,) * (num_inputs - len(args)), *outputs)
-            ctx.save_for_backward(*padded)
-            ctx.save_for_forward(*padded)
+            # Forward mode (jvp runs now) or torch.func: everything, as the
+            # tangent rules and the transforms' wrapped tensors may need it.
+            # Otherwise only what the gradient rules read: their values, or
+            # just the shape of one passed only where the rule's row declares
+            # it shape-only ("like: shape"), as torch's own add saves nothing.
+            everything = _transforms_active() or _forward_ad._current_level >= 0
+            uses = None if everything else backward_uses
+            ctx.save_for_backward(*(t if uses is None or uses[k] == "value" else None for k, t in enumerate(padded)))
+            if everything:
+                ctx.save_for_forward(*padded)
+            ctx.layout = _Saved.layout(padded, uses)
             ctx.attrs = inputs[1]
 
         @staticmethod
         def backward(ctx: Any, *grads: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:  # type: ignore[override]
             if not op.grads:
                 raise RuntimeError(not_differentiable)
-            saved = ctx.saved_tensors
+            saved = _Saved(ctx.saved_tensors, ctx.layout)
             needs = tuple(ctx.needs_input_grad[2:]) + (False,) * num_inputs
             mask = ctx.attrs.get("output_mask")
             if mask is not None:  # an output not computed has no gradient (not a zero of its [0] shape)
                 grads = tuple(None if not m else g for m, g in zip(mask, grads))
-            result = gradients(saved[:num_inputs], saved[num_inputs : num_inputs + num_outputs], ctx.attrs, grads, needs)
+            result = gradients(saved, ctx.attrs, grads, needs)
             return (None, None, *result[: len(ctx.needs_input_grad) - 2])
 
         @staticmethod
@@ -435,6 +445,64 @@ def _autograd_kernel(namespace: str, op: OpDef, table: OpTable) -> Callable[...,
     Function.__name__ = f"{namespace}_{op.name}_Function"
 
     return _function_kernel(handle, Function, f"{op.name}_autograd")
+
+
+def _rule_uses(
+    rules: Sequence[GradDef], table: OpTable, num_inputs: int, num_outputs: int
+) -> tuple[Optional[str], ...]:
+    """What ``rules`` read of each forward input, then output: "value",
+    "shape" (only ever passed where the rule's row declares the argument
+    shape-only) or None (nothing)."""
+    uses: list[Optional[str]] = [None] * (num_inputs + num_outputs)
+    for rule in rules:
+        rule_op = None if rule.op is None else table.find(rule.op)
+        for j, source in enumerate(rule.sources):
+            if source.kind not in ("input", "output"):
+                continue
+            k = source.index + (num_inputs if source.kind == "output" else 0)
+            shape_only = rule_op is not None and j < len(rule_op.inputs) and rule_op.inputs[j].shape_only
+            uses[k] = "value" if not shape_only or uses[k] == "value" else "shape"
+    return tuple(uses)
+
+
+class _Saved:
+    """A Function's saved inputs and outputs (in that order): those saved,
+    and for the others their shape, dtype and device, from which a
+    shape-only argument or a zero is made when a rule needs one."""
+
+    def __init__(self, tensors: Sequence[Optional[torch.Tensor]], layout: Sequence[Any]) -> None:
+        self._tensors = tensors
+        self._layout = layout
+
+    @staticmethod
+    def layout(padded: Sequence[Optional[torch.Tensor]], uses: Optional[Sequence[Optional[str]]]) -> tuple[Any, ...]:
+        """Per tensor: None where absent, else (shape, dtype, device, use);
+        use None where every tensor is saved."""
+        return tuple(
+            None if t is None else (t.shape, t.dtype, t.device, None if uses is None else uses[k])
+            for k, t in enumerate(padded)
+        )
+
+    def present(self, k: int) -> bool:
+        return self._layout[k] is not None
+
+    def value(self, k: int) -> Optional[torch.Tensor]:
+        """Tensor k as a rule takes it: itself, or zeros broadcast to its
+        shape (no memory) where the rule reads only the shape."""
+        entry = self._layout[k]
+        if entry is None or entry[3] in (None, "value"):
+            return self._tensors[k]
+        shape, dtype, device, _ = entry
+        return torch.zeros((), dtype=dtype, device=device).expand(shape)
+
+    def zeros(self, k: int) -> torch.Tensor:
+        """Zeros of tensor k's shape (a gradient that did not flow)."""
+        entry = self._layout[k]
+        t = self._tensors[k]
+        if t is not None:
+            return torch.zeros_like(t)
+        shape, dtype, device, _ = entry
+        return torch.zeros(shape, dtype=dtype, device=device)
 
 
 def _function_kernel(handle: Any, function: Any, name: str) -> Callable[..., Any]:
