@@ -1000,6 +1000,38 @@ OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
 #endif
 }
 
+/* The same with one store per line (AVX-512) or per half line (AVX2), for
+ * the builds that have them: level 2 and 1 (opf__stream_level, which the
+ * AVX builds of a row body declare in their scope; 0 elsewhere). The line
+ * of a 64-byte store is one vector the body's loop computed: where four
+ * 16-byte stores took it apart first, layer_norm's streamed pass ran
+ * three extracts and four stores per line. */
+enum { opf__stream_level = 0 };
+#if OPF__STREAMS && !defined(__CUDACC__)
+#include <immintrin.h>
+__attribute__((target("avx512f"))) static inline void opf__stream_line_avx512(void *dst, const void *line) {
+    _mm512_stream_si512((__m512i *)dst, _mm512_load_si512(line));
+}
+__attribute__((target("avx2"))) static inline void opf__stream_line_avx2(void *dst, const void *line) {
+    _mm256_stream_si256((__m256i *)dst, _mm256_load_si256((const __m256i *)line));
+    _mm256_stream_si256((__m256i *)dst + 1, _mm256_load_si256((const __m256i *)line + 1));
+}
+#endif
+OPF_KERNEL_FN void opf__stream_line_at_level(void *dst, const void *line, int level) {
+#if OPF__STREAMS && !defined(__CUDACC__)
+    if (level == 2) {
+        opf__stream_line_avx512(dst, line);
+        return;
+    }
+    if (level == 1) {
+        opf__stream_line_avx2(dst, line);
+        return;
+    }
+#endif
+    (void)level;
+    opf__stream_line(dst, line);
+}
+
 /* The streamed part of OPF_STORE_ROW: the elements up to the row's first
  * line boundary, then whole lines; opf__from is where the plain loop that
  * follows starts (0 when the row is not streamed). */
@@ -1024,7 +1056,7 @@ OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
             for (int64_t i = opf__at; i < opf__at + opf__line_elems; i++) {                                            \
                 opf__line[i - opf__at] = (__VA_ARGS__);                                                                \
             }                                                                                                          \
-            opf__stream_line(y + opf__at, opf__line);                                                                  \
+            opf__stream_line_at_level(y + opf__at, opf__line, opf__stream_level);                                      \
             opf__row_prefetch_line(&opf__pf, opf__k);                                                                  \
         }                                                                                                              \
         opf__from = opf__head + opf__lines * opf__line_elems;                                                          \
@@ -1082,9 +1114,19 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
 
 /* Per-ISA builds: the target attributes of the AVX2 and AVX-512 variants
  * (nvcc passes them to the host compiler). Both have FMA: their bodies say so
- * to opforge_math.h (OPF_MATH_USE_FMA), whose functions then fuse a*b + c. */
+ * to opforge_math.h (OPF_MATH_USE_FMA), whose functions then fuse a*b + c,
+ * and name their vector width to OPF_STORE_ROW (opf__stream_level: scope 1
+ * AVX2, 2 AVX-512). */
 #define OPF__FMA_SCOPE_0
-#define OPF__FMA_SCOPE_1 OPF_MATH_USE_FMA
+#define OPF__FMA_SCOPE_1 OPF_MATH_USE_FMA OPF__STREAM_LEVEL(1)
+#define OPF__FMA_SCOPE_2 OPF_MATH_USE_FMA OPF__STREAM_LEVEL(2)
+#if defined(__GNUC__)
+#define OPF__STREAM_LEVEL(level)                                                                                       \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"") enum { opf__stream_level = level };  \
+    _Pragma("GCC diagnostic pop")
+#else
+#define OPF__STREAM_LEVEL(level) enum { opf__stream_level = level };
+#endif
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OPF__TARGET_AVX2 __attribute__((target("avx2,fma")))
 #define OPF__TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
@@ -1265,8 +1307,8 @@ OPF_INLINE void opf__row_next(opf_row_args *a, int64_t elem, int32_t num_in, int
     OPF__ROW_FN(opf__row_##name##_f64, double, , 0, ins, outs, __VA_ARGS__)                                            \
     OPF__X86(OPF__ROW_FN(opf__row_##name##_f32_avx2, float, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__) OPF__ROW_FN(  \
         opf__row_##name##_f64_avx2, double, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__)                               \
-                 OPF__ROW_FN(opf__row_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)       \
-                     OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)) \
+                 OPF__ROW_FN(opf__row_##name##_f32_avx512, float, OPF__TARGET_AVX512, 2, ins, outs, __VA_ARGS__)       \
+                     OPF__ROW_FN(opf__row_##name##_f64_avx512, double, OPF__TARGET_AVX512, 2, ins, outs, __VA_ARGS__)) \
     OPF__CUDA_ROW(name, ins, outs, __VA_ARGS__)                                                                        \
     OPF__ROW_SIG(name, ins, outs)                                                                                      \
     __attribute__((unused)) /* when only an OPF_ROW_KERNEL_TEAM of it is named */                                      \
