@@ -937,9 +937,10 @@ opf_error(opf_status status, const char *fmt, ...);
  * anything the body computed before, not y itself. The results are the
  * same bits either way.
  */
-/* Whether this build stores lines past the caches (x86-64: SSE2's
- * non-temporal stores, which every x86-64 CPU has; the AVX builds issue
- * them as VEX stores of the line's four quarters). */
+/* Whether this build stores lines past the caches (x86-64: non-temporal
+ * stores, which every x86-64 CPU has: four 16-byte SSE2 ones per line in
+ * the base build, two 32-byte ones in the AVX2 build, one 64-byte one in
+ * the AVX-512 build; opf__stream_line_at_level). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OPF__STREAMS 1
 #include <emmintrin.h>
