@@ -1001,38 +1001,6 @@ OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
 #endif
 }
 
-/* The same with one store per line (AVX-512) or per half line (AVX2), for
- * the builds that have them: level 2 and 1 (opf__stream_level, which the
- * AVX builds of a row body declare in their scope; 0 elsewhere). The line
- * of a 64-byte store is one vector the body's loop computed: where four
- * 16-byte stores took it apart first, layer_norm's streamed pass ran
- * three extracts and four stores per line. */
-enum { opf__stream_level = 0 };
-#if OPF__STREAMS && !defined(__CUDACC__)
-#include <immintrin.h>
-__attribute__((target("avx512f"))) static inline void opf__stream_line_avx512(void *dst, const void *line) {
-    _mm512_stream_si512((__m512i *)dst, _mm512_load_si512(line));
-}
-__attribute__((target("avx2"))) static inline void opf__stream_line_avx2(void *dst, const void *line) {
-    _mm256_stream_si256((__m256i *)dst, _mm256_load_si256((const __m256i *)line));
-    _mm256_stream_si256((__m256i *)dst + 1, _mm256_load_si256((const __m256i *)line + 1));
-}
-#endif
-OPF_KERNEL_FN void opf__stream_line_at_level(void *dst, const void *line, int level) {
-#if OPF__STREAMS && !defined(__CUDACC__)
-    if (level == 2) {
-        opf__stream_line_avx512(dst, line);
-        return;
-    }
-    if (level == 1) {
-        opf__stream_line_avx2(dst, line);
-        return;
-    }
-#endif
-    (void)level;
-    opf__stream_line(dst, line);
-}
-
 /* The streamed part of OPF_STORE_ROW: the elements up to the row's first
  * line boundary, then whole lines; opf__from is where the plain loop that
  * follows starts (0 when the row is not streamed). */
@@ -1114,13 +1082,14 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
 #endif
 
 /* Per-ISA builds: the target attributes of the AVX2 and AVX-512 variants
- * (nvcc passes them to the host compiler). Both have FMA: their bodies say so
- * to opforge_math.h (OPF_MATH_USE_FMA), whose functions then fuse a*b + c,
- * and name their vector width to OPF_STORE_ROW (opf__stream_level: scope 1
- * AVX2, 2 AVX-512). */
-#define OPF__FMA_SCOPE_0
-#define OPF__FMA_SCOPE_1 OPF_MATH_USE_FMA OPF__STREAM_LEVEL(1)
-#define OPF__FMA_SCOPE_2 OPF_MATH_USE_FMA OPF__STREAM_LEVEL(2)
+ * (nvcc passes them to the host compiler), and the scope each body opens
+ * with, by level (0 base, 1 AVX2, 2 AVX-512). Both AVX builds have FMA:
+ * their bodies say so to opforge_math.h (OPF_MATH_USE_FMA), whose functions
+ * then fuse a*b + c, and name their level to OPF_STORE_ROW
+ * (opf__stream_level). */
+#define OPF__LEVEL_SCOPE_0
+#define OPF__LEVEL_SCOPE_1 OPF_MATH_USE_FMA OPF__STREAM_LEVEL(1)
+#define OPF__LEVEL_SCOPE_2 OPF_MATH_USE_FMA OPF__STREAM_LEVEL(2)
 #if defined(__GNUC__)
 #define OPF__STREAM_LEVEL(level)                                                                                       \
     _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"") enum { opf__stream_level = level };  \
@@ -1139,6 +1108,39 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
 #define OPF__VARIANTS(base, avx2, avx512)                                                                              \
     { base, 0, 0 }
 #endif
+
+/* opf__stream_line (above) with one store per line (AVX-512) or per half
+ * line (AVX2), for the builds that have them: level 2 and 1
+ * (opf__stream_level, which the AVX builds of a kernel body declare in
+ * their scope, OPF__LEVEL_SCOPE_*; 0 elsewhere). The line
+ * of a 64-byte store is one vector the body's loop computed: where four
+ * 16-byte stores took it apart first, layer_norm's streamed pass ran
+ * three extracts and four stores per line. */
+enum { opf__stream_level = 0 };
+#if OPF__STREAMS && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+OPF__TARGET_AVX512 static inline void opf__stream_line_avx512(void *dst, const void *line) {
+    _mm512_stream_si512((__m512i *)dst, _mm512_load_si512(line));
+}
+OPF__TARGET_AVX2 static inline void opf__stream_line_avx2(void *dst, const void *line) {
+    _mm256_stream_si256((__m256i *)dst, _mm256_load_si256((const __m256i *)line));
+    _mm256_stream_si256((__m256i *)dst + 1, _mm256_load_si256((const __m256i *)line + 1));
+}
+#endif
+OPF_KERNEL_FN void opf__stream_line_at_level(void *dst, const void *line, int level) {
+#if OPF__STREAMS && !defined(__CUDA_ARCH__)
+    if (level == 2) {
+        opf__stream_line_avx512(dst, line);
+        return;
+    }
+    if (level == 1) {
+        opf__stream_line_avx2(dst, line);
+        return;
+    }
+#endif
+    (void)level;
+    opf__stream_line(dst, line);
+}
 
 #define OPF__EW_IN_PTR(i, x) const T *const opf__in_##x = (const T *)opf__in[i] + opf__at;
 #define OPF__EW_OUT_PTR(j, y) T *const opf__out_##y = (T *)opf__out[j] + opf__at;
@@ -1164,10 +1166,10 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
 
 enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of every vector length */
 
-#define OPF__EW_FN(fn, type, target, fma, ins, outs, ...)                                                              \
+#define OPF__EW_FN(fn, type, target, level, ins, outs, ...)                                                            \
     target OPF__KERNEL_ALIGN static void fn(int64_t opf__n, const void *const *opf__in, void *const *opf__out,         \
                                             const opf_attr_value *opf__attrs) {                                        \
-        OPF__FMA_SCOPE_##fma typedef type T;                                                                           \
+        OPF__LEVEL_SCOPE_##level typedef type T;                                                                       \
         opf_attr_value attrs[OPF_MAX_ATTRS];                                                                           \
         for (int opf__k = 0; opf__k < OPF_MAX_ATTRS; opf__k++) {                                                       \
             attrs[opf__k] = opf__attrs[opf__k];                                                                        \
@@ -1195,8 +1197,8 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
     OPF__EW_FN(opf__ew_##name##_f64, double, , 0, ins, outs, __VA_ARGS__)                                              \
     OPF__X86(OPF__EW_FN(opf__ew_##name##_f32_avx2, float, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__) OPF__EW_FN(     \
         opf__ew_##name##_f64_avx2, double, OPF__TARGET_AVX2, 1, ins, outs, __VA_ARGS__)                                \
-                 OPF__EW_FN(opf__ew_##name##_f32_avx512, float, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__)         \
-                     OPF__EW_FN(opf__ew_##name##_f64_avx512, double, OPF__TARGET_AVX512, 1, ins, outs, __VA_ARGS__))   \
+                 OPF__EW_FN(opf__ew_##name##_f32_avx512, float, OPF__TARGET_AVX512, 2, ins, outs, __VA_ARGS__)         \
+                     OPF__EW_FN(opf__ew_##name##_f64_avx512, double, OPF__TARGET_AVX512, 2, ins, outs, __VA_ARGS__))   \
     OPF__CUDA_EW(name, ins, outs, __VA_ARGS__)                                                                         \
     static const opf_eltwise_kernel name = {OPF__LEN(ins), OPF__LEN(outs),                                             \
                                             OPF__VARIANTS(opf__ew_##name##_f32, OPF__X86(opf__ew_##name##_f32_avx2),   \
@@ -1233,9 +1235,9 @@ OPF_INLINE void opf__row_next(opf_row_args *a, int64_t elem, int32_t num_in, int
  * inlined, so that a `return` in it ends its row and not the run), and fn a
  * run of rows (opf_row_args.rows), one after the other. A call of one row
  * takes fn##_row's code alone, as the engine's calls on long rows do. */
-#define OPF__ROW_FN(fn, type, target, fma, ins, outs, ...)                                                             \
+#define OPF__ROW_FN(fn, type, target, level, ins, outs, ...)                                                           \
     target OPF_INLINE void fn##_row(const opf_row_args *opf__args) {                                                   \
-        OPF__FMA_SCOPE_##fma typedef type T;                                                                           \
+        OPF__LEVEL_SCOPE_##level typedef type T;                                                                       \
         const opf_attr_value *const attrs = opf__args->attrs;                                                          \
         const int64_t n = opf__args->in_len[0];                                                                        \
         (void)attrs;                                                                                                   \

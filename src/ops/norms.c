@@ -905,7 +905,8 @@ OPF_ROW_KERNEL_TEAM(rms_norm_grad_grad_jvp_w_team, rms_norm_grad_grad_jvp_w, (x,
  * torch.native_layer_norm). The statistics pass asks for the next row as it
  * reads this one (opf_prefetch_at): rows too short for their output to be
  * streamed (OPF_STORE_ROW prefetches among its stores) have no other
- * prefetch, and rows of 64 floats took 1.4-1.6 times as long without it. */
+ * prefetch, and rows of 64 floats took 1.2-1.3 times as long without it
+ * on one thread. */
 OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
     T k = n >= 64 ? opf_sum(64, x) / (T)64 : n > 0 ? x[0] : (T)0;
     T s1, s2, d = 0, var = 0;
