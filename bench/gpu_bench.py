@@ -18,7 +18,9 @@
     device-to-device copy (y.copy_(x)) and torch.relu; dense with bias + relu
     at 4096x4096x4096 and batch 32 vs torch.relu(F.linear(...)) with TF32 off
     (like for like) and on; softmax, log_softmax, layer_norm and rms_norm on
-    [8192, 4096] float32 vs torch's and vs a device copy of the same bytes.
+    [8192, 4096] float32 vs torch's and vs a device copy of the same bytes;
+    gelu (erf and tanh), silu, gelu_grad, silu_grad and softmax_grad on
+    [8192, 4096] float32 vs torch's built-ins.
 
 Exits 1 if any check failed. Needs: python3, torch with CUDA, a CUDA build of
 libopforge ($OPFORGE_LIB, default build/libopforge.so). No network.
@@ -461,6 +463,37 @@ def bench_rows() -> None:
         )
 
 
+def bench_transformer_eltwise() -> None:
+    """The activations and the row ops' backward on [8192, 4096] f32 against
+    torch's built-ins (aten's gelu_backward and _softmax_backward_data are
+    what autograd runs for F.gelu and torch.softmax)."""
+    x, dy = torch.randn(8192, 4096, device="cuda"), torch.randn(8192, 4096, device="cuda")
+    y = torch.empty_like(x)
+    sm = torch.softmax(x, -1)
+    mib = x.numel() * 4
+    cases = [
+        # name, opforge call, torch call, arrays moved (read + written)
+        ("gelu", Call("gelu", [x], [y], 0), lambda: F.gelu(x), 2),
+        ("gelu tanh", Call("gelu", [x], [y], 1), lambda: F.gelu(x, approximate="tanh"), 2),
+        ("silu", Call("silu", [x], [y]), lambda: F.silu(x), 2),
+        ("gelu_grad", Call("gelu_grad", [dy, x], [y], 0), lambda: torch.ops.aten.gelu_backward(dy, x), 3),
+        ("silu_grad", Call("silu_grad", [dy, x], [y]), lambda: torch.ops.aten.silu_backward(dy, x), 3),
+        (
+            "softmax_grad",
+            Call("softmax_grad", [dy, sm], [y]),
+            lambda: torch.ops.aten._softmax_backward_data(dy, sm, -1, torch.float32),
+            3,
+        ),
+    ]
+    print(f"activations and backward rows on [8192, 4096] f32, median of 20, stream = {BACK_TO_BACK} calls:")
+    for name, ours_fn, theirs_fn, arrays in cases:
+        ours, theirs = median_ms(ours_fn, calls=BACK_TO_BACK), median_ms(theirs_fn, calls=BACK_TO_BACK)
+        print(
+            f"  {name:12s} opforge {ours:7.3f} ms {arrays * mib / (ours * 1e-3) / 1e9:6.0f} GB/s | "
+            f"torch {theirs:7.3f} ms | torch time / opforge time {theirs / ours:.3f}"
+        )
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("SKIP gpu_bench: torch sees no CUDA device")
@@ -483,6 +516,7 @@ def main() -> int:
         bench_relu()
         bench_dense()
         bench_rows()
+        bench_transformer_eltwise()
     except Exception as e:
         report("timings", False, f"{type(e).__name__}: {e}")
     return 1 if failures else 0

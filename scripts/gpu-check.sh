@@ -110,7 +110,7 @@ if [[ -z "$SAN" ]]; then
     echo "compute-sanitizer not found: skipped"
 elif [[ -x build/tests/test_cuda ]]; then
     set +e
-    OPFORGE_TEST_QUICK=1 timeout 120 "$SAN" --tool memcheck --error-exitcode 97 --leak-check no \
+    OPFORGE_TEST_QUICK=1 timeout "${OPFORGE_MEMCHECK_TIMEOUT:-120}" "$SAN" --tool memcheck --error-exitcode 97 --leak-check no \
         build/tests/test_cuda > build/memcheck.log 2>&1
     rc=$?
     set -e
@@ -118,7 +118,7 @@ elif [[ -x build/tests/test_cuda ]]; then
     case $rc in
     0) echo "memcheck: clean" ;;
     97) fail "compute-sanitizer memcheck reported errors (build/memcheck.log)" ;;
-    124) echo "memcheck: timed out after 120 s (not counted as a failure; see build/memcheck.log)" ;;
+    124) echo "memcheck: timed out after ${OPFORGE_MEMCHECK_TIMEOUT:-120} s (not counted as a failure; see build/memcheck.log)" ;;
     *)
         if grep -q "passed, [1-9][0-9]* failed" build/memcheck.log; then
             fail "test_cuda failed under compute-sanitizer"
