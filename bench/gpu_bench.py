@@ -20,7 +20,9 @@
     (like for like) and on; softmax, log_softmax, layer_norm and rms_norm on
     [8192, 4096] float32 vs torch's and vs a device copy of the same bytes;
     gelu (erf and tanh), silu, gelu_grad, silu_grad and softmax_grad on
-    [8192, 4096] float32 vs torch's built-ins.
+    [8192, 4096] float32 vs torch's built-ins; layer_norm_grad and
+    rms_norm_grad (dx, dw, and layer_norm's db) vs torch's backward of
+    F.layer_norm and F.rms_norm.
 
 Exits 1 if any check failed. Needs: python3, torch with CUDA, a CUDA build of
 libopforge ($OPFORGE_LIB, default build/libopforge.so). No network.
@@ -494,6 +496,35 @@ def bench_transformer_eltwise() -> None:
         )
 
 
+def bench_norm_grads() -> None:
+    """layer_norm_grad (dx, dw, db) and rms_norm_grad (dx, dw) against torch's
+    backward of F.layer_norm and F.rms_norm, run by autograd.grad on a
+    saved graph (the host's autograd work overlaps the device's when calls
+    run back to back)."""
+    x, dy = torch.randn(8192, 4096, device="cuda"), torch.randn(8192, 4096, device="cuda")
+    w, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    dx, dw, db = torch.empty_like(x), torch.empty_like(w), torch.empty_like(b)
+    mean, rstd, rstd_rms = (torch.empty(8192, device="cuda") for _ in range(3))
+    Call("layer_norm", [x, w, b], [torch.empty_like(x), mean, rstd], 1e-5)()
+    ln_grad = Call("layer_norm_grad", [x, mean, rstd, dy, w, None, None], [dx, dw, db])
+    Call("rms_norm", [x, w], [torch.empty_like(x), rstd_rms], 1e-6)()
+    rms_grad = Call("rms_norm_grad", [x, rstd_rms, dy, w, None], [dx, dw])
+    xr, wr, br = x.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+    y_ln = F.layer_norm(xr, (4096,), wr, br, 1e-5)
+    y_rms = F.rms_norm(xr, (4096,), wr, 1e-6)
+    mib = x.numel() * 4
+    print(f"norm gradients (dx, dw and layer_norm's db) on [8192, 4096] f32, median of 20, stream = {BACK_TO_BACK} calls:")
+    for name, ours_fn, theirs_fn in (
+        ("layer_norm_grad", ln_grad, lambda: torch.autograd.grad(y_ln, (xr, wr, br), dy, retain_graph=True)),
+        ("rms_norm_grad", rms_grad, lambda: torch.autograd.grad(y_rms, (xr, wr), dy, retain_graph=True)),
+    ):
+        ours, theirs = median_ms(ours_fn, calls=BACK_TO_BACK), median_ms(theirs_fn, calls=BACK_TO_BACK)
+        print(
+            f"  {name:16s} opforge {ours:7.3f} ms {3 * mib / (ours * 1e-3) / 1e9:6.0f} GB/s (x, dy read, dx written) | "
+            f"torch {theirs:7.3f} ms | torch time / opforge time {theirs / ours:.3f}"
+        )
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("SKIP gpu_bench: torch sees no CUDA device")
@@ -517,6 +548,7 @@ def main() -> int:
         bench_dense()
         bench_rows()
         bench_transformer_eltwise()
+        bench_norm_grads()
     except Exception as e:
         report("timings", False, f"{type(e).__name__}: {e}")
     return 1 if failures else 0

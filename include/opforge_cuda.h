@@ -406,8 +406,24 @@ template <typename T> __device__ T opf_team_max(const opf_cuda_team &team, T v) 
 /* In a team body: i over this thread's elements of [0, n): rank, rank +
  * size, ... Every loop over a row's elements in a team body is one of these,
  * so element i always belongs to the same thread: what a thread wrote to an
- * output row, it alone reads back, and no barrier is needed between loops. */
-#define OPF_TEAM_FOR(i, n) for (int64_t i = opf_team.rank; i < (n); i += opf_team.size)
+ * output row, it alone reads back, and no barrier is needed between loops.
+ * The loop counts its trips, so that nvcc can unroll it with no test between
+ * the copies of the body: a thread then has OPF_CUDA_TEAM_UNROLL of its
+ * elements' loads in flight rather than one (stepping i by a run-time size,
+ * the unrolled copies each kept a branch, and an H200 read rows at under half
+ * its copy rate; docs/gpu.md, "Measured"). */
+#ifndef OPF_CUDA_TEAM_UNROLL
+/* Copies of an OPF_TEAM_FOR body: 8 was the fastest on every built-in row op
+ * of an H200 (4 and 16 each slowed some); define it when compiling
+ * (-DOPF_CUDA_TEAM_UNROLL=4, say) to choose another. */
+#define OPF_CUDA_TEAM_UNROLL 8
+#endif
+#define OPF__PRAGMA(...) _Pragma(#__VA_ARGS__)
+#define OPF__UNROLL(k) OPF__PRAGMA(unroll k)
+#define OPF_TEAM_FOR(i, n)                                                                                             \
+    OPF__UNROLL(OPF_CUDA_TEAM_UNROLL)                                                                                  \
+    for (int64_t opf__trips = ((n)-opf_team.rank + opf_team.size - 1) / opf_team.size, i = opf_team.rank;              \
+         opf__trips > 0; opf__trips--, i += opf_team.size)
 /* In a team body: a statement run by one thread of the team (a row's scalar
  * outputs, say). */
 #define OPF_TEAM_ONCE if (opf_team.rank == 0)
