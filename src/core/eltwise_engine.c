@@ -16,11 +16,11 @@
  * out in the iteration order (contiguous ones, a broadcast row's included)
  * are computed a block at a time into an L1-resident buffer and stored with
  * non-temporal stores, so that every authored kernel writes memory at the
- * copy bandwidth without knowing it; on one thread, a one-input kernel whose
- * arithmetic outlasts its memory traffic (timed on the first blocks) stores
- * in place instead (OPF_EW_PLAIN_SHARE). The split into
- * chunks never changes which kernel computes an element, so results do not
- * depend on the thread count.
+ * copy bandwidth without knowing it; a one-input kernel whose arithmetic
+ * outlasts its memory traffic (timed on each chunk's first blocks, by the
+ * thread computing the chunk) stores in place instead (OPF_EW_PLAIN_SHARE).
+ * The split into chunks never changes which kernel computes an element, so
+ * results do not depend on the thread count.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -37,7 +37,8 @@ enum {
     OPF_EW_PERIOD_MAX_BYTES = 64 << 10, /* rows repeated along the outer dims read from a buffer: this long at most */
     OPF_EW_STREAM_DENSE_BLOCK = 1024,   /* the same where every operand is contiguous (see opf_ew_streamed) */
     OPF_EW_STREAM_PREFETCH = 8192,      /* how far ahead a streamed block's inputs read in place are asked for */
-    OPF_EW_PROBE_BLOCKS = 64,           /* blocks timed streamed, then computed again in cache (one thread) */
+    OPF_EW_PROBE_BLOCKS = 64,           /* blocks timed streamed, then computed again in cache (each chunk) */
+    OPF_EW_PROBE_SPAN = 32,             /* a chunk is probed if it is this many probes long at least */
     OPF_EW_OPERANDS = 2 * OPF_MAX_ARGS, /* inputs then outputs */
     OPF_EW_GRAIN = 1 << 16,             /* elements per chunk at least: a thread's start costs ~10 us */
     OPF_EW_BLOCK = 256,                 /* elements per gathered block */
@@ -53,9 +54,15 @@ enum {
  * 13.6 -> 12.0, gelu 22.5 -> 20.4). One that computes little (relu, scale:
  * 0.15-0.21) streams, 15-20% faster than stored in place. With two inputs
  * streaming was the faster on one thread even for much arithmetic
- * (silu_grad 17.4 against 19.5 ms, gelu_grad 24.4 against 28.3), and on two
- * threads for most one-input kernels (tanh 5.7 against 7.0 ms): there the
- * stores' traffic competes with the other thread's. */
+ * (silu_grad 17.4 against 19.5 ms, gelu_grad 24.4 against 28.3). Every
+ * chunk probes for itself, on its own thread while the others probe theirs,
+ * so the timing includes the threads' contention: always storing in place
+ * on two threads was slower for tanh (5.7 against 7.0 ms), but probing per
+ * chunk (before, only a single chunk probed; several always streamed) made
+ * two Zen 4 threads (bench/ab, alternating, 30 reps, in brackets the base
+ * build against itself) 1.26x faster on gelu [8192, 4096] (1.00x), 1.39x on
+ * [1024, 4096] (0.98x), sigmoid 1.41x (1.07x), silu 1.29x (0.98x), tanh
+ * 1.08x (0.89x); scale still streams (0.95x, 1.08x); one thread as before. */
 #define OPF_EW_PLAIN_SHARE 0.3
 
 typedef struct opf_ew_job {
@@ -63,7 +70,7 @@ typedef struct opf_ew_job {
     int pass_through; /* OPF_OP_PASS_THROUGH: fn writes its first input to its one output */
     opf_copy_ukernel stream_copy;
     int walk;        /* opf_ew_streamed walks the inputs (opf_ew_walk) rather than reading them contiguously */
-    int probe;       /* opf_ew_streamed may store in place instead (one thread, one contiguous input) */
+    int probe;       /* opf_ew_streamed may store in place instead (one contiguous input) */
     int64_t period;  /* > 0: the inputs lie in iteration order or repeat one row of `period` elements (opf_ew_period) */
     uint32_t unread; /* inputs declared OPF_ARG_SHAPE_ONLY that lie in place (bit k: input k): never prefetched */
     int32_t num_in, num_out;
@@ -371,7 +378,7 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
         return;
     }
     int64_t pos = begin, len;
-    if (job->probe) {
+    if (job->probe && end - begin >= OPF_EW_PROBE_SPAN * OPF_EW_PROBE_BLOCKS * block) {
         /* The first blocks streamed and timed, then computed again from their
          * inputs, now in cache (the results discarded): where that alone
          * takes most of the time, the kernel's arithmetic outlasts its
@@ -1255,7 +1262,7 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
     job.stream_copy = opf_kernels_get()->stream_copy;
     const int stream = job.stream_copy != NULL && (size_t)n * job.elem >= OPF_EW_STREAM_MIN_BYTES;
     if (contiguous) {
-        job.probe = stream && job.num_in == 1 && opf_parallel_chunks(n, OPF_EW_GRAIN) == 1;
+        job.probe = stream && job.num_in == 1;
         opf_parallel_for(n, OPF_EW_GRAIN, stream ? opf_ew_streamed : opf_ew_contiguous, &job);
         return OPF_OK;
     }
