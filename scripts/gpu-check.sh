@@ -4,7 +4,8 @@
 #
 #   1. build libopforge with CUDA from source (make CUDA=1 lib);
 #   2. build and run tests/cuda/test_cuda (GPU vs CPU for every CUDA row);
-#   3. the same test (quick set) under compute-sanitizer memcheck;
+#   3. the same test (quick set) under compute-sanitizer memcheck (stopped
+#      after $OPFORGE_MEMCHECK_TIMEOUT seconds, default 120: not a failure);
 #   4. bench/gpu_bench.py: checks against torch's CUDA built-ins, then timings;
 #      bench/relu_variants.cu: forms of the relu kernel vs the device copy;
 #   5. the C kernel tests at AVX-512 where the host CPU has it;

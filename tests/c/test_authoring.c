@@ -357,10 +357,10 @@ TEST(test_eltwise_two_outputs) {
 }
 
 /* One input, outputs large enough to stream (> 4 MiB): a kernel that
- * computes little (streamed) and one that computes much (on one thread, the
- * engine's probe stores it in place after its first blocks), on one thread
- * and two, off the 64-byte lines, and in place: the same bits as the kernel
- * run on small pieces (below the streaming size). */
+ * computes little (streamed) and one that computes much (each thread's probe
+ * may store its chunk in place after its first blocks), on one thread and
+ * two, off the 64-byte lines, and in place: the same bits as the kernel run
+ * on small pieces (below the streaming size). */
 TEST(test_eltwise_one_input_large) {
     const int threads = opf_get_num_threads();
     const int64_t n = harness_slow() ? 5000 : ((int64_t)1 << 21) + 37, piece = 4096;
