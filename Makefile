@@ -92,7 +92,7 @@ ASAN_TEST_BIN := $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 .PHONY: deps deps-test all lib demo test test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python \
-        test-install bench-build ab venv \
+        test-install bench-build ab venv check-vectorized \
         install uninstall format format-check clean
 
 PACKAGE_PC := $(BUILD)/package/opforge.pc
@@ -165,6 +165,11 @@ test-c: $(TEST_BIN) $(BUILD)/bench/ab
 $(BUILD)/bench/ab: bench/ab.c include/opforge.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_FLAGS) -O2 $< -o $@ -ldl -lm
+
+# Every ISA build of every built-in authored kernel vectorized (a kernel the
+# compiler left scalar computes the same values, 4-16 times slower).
+check-vectorized: lib
+	scripts/check-vectorized.sh $(filter $(BUILD)/obj/ops/%,$(OBJ))
 
 BASE ?= HEAD
 ab:
@@ -439,7 +444,7 @@ bench-build: venv
 demo: deps venv
 	@set -e; for d in $(DEMOS); do echo "== $$d"; $(VPY) $$d; done
 
-test: deps-test lib format-check test-c test-isa test-asan test-asan-clang test-fuzz test-valgrind test-neon test-pkgconfig \
+test: deps-test lib format-check check-vectorized test-c test-isa test-asan test-asan-clang test-fuzz test-valgrind test-neon test-pkgconfig \
       test-cuda $(TEST_CUDA_EMU_ASAN) test-python $(ADAPTER_TESTS) test-install test-python-asan
 
 # The public headers: opforge.h and what it includes (opforge_cuda.h, for files compiled by nvcc).
