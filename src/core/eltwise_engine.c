@@ -588,25 +588,54 @@ enum {
 
 /* acc[r*acc_row + i*acc_col] += x[r*x_row + i] for r < rows, i < n: a tile
  * of the kernel's output (or of the input of a row that copies it) added into
- * an accumulator; rows of fewer than 8 elements must be contiguous (x_row n). Written with vectors of 8
- * doubles (GCC's and clang's vector extensions, which keep them in
- * registers), one build per ISA level; every build adds in the same order,
- * so they give the same bits. */
+ * an accumulator; rows of fewer than 8 elements must be contiguous (x_row n). Written with groups of 8
+ * doubles, each two vectors of 4 (GCC's and clang's vector extensions), one
+ * build per ISA level; every build adds in the same order, so they give the
+ * same bits. (One vector of 8 doubles fits an AVX-512 register, but for AVX2
+ * GCC kept it on the stack, a spill and a reload per add: [8192, 4096]
+ * float32 summed over its rows took 49 ms on one Zen 3 thread, twice a copy
+ * of its bytes.) */
 typedef void (*opf_ew_acc_fn)(int64_t rows, int64_t n, const void *x, int64_t x_row, double *acc, int64_t acc_row,
                               int64_t acc_col);
 
 typedef double opf_v8d __attribute__((vector_size(64)));
+typedef double opf_v4d __attribute__((vector_size(32)));
 typedef float opf_v8f __attribute__((vector_size(32)));
+typedef float opf_v4f __attribute__((vector_size(16)));
+typedef struct opf_p8d {
+    opf_v4d lo, hi; /* elements 0-3 and 4-7 */
+} opf_p8d;
 
 /* dst = 8 elements at p, as doubles (macros: a function returning a vector
  * would change the ABI between the ISA builds). */
 #define OPF_LOAD8_F32(dst, p)                                                                                          \
     do {                                                                                                               \
-        opf_v8f opf__v;                                                                                                \
-        memcpy(&opf__v, (p), sizeof opf__v);                                                                           \
-        (dst) = __builtin_convertvector(opf__v, opf_v8d);                                                              \
+        opf_v4f opf__lo, opf__hi;                                                                                      \
+        memcpy(&opf__lo, (p), sizeof opf__lo);                                                                         \
+        memcpy(&opf__hi, (const float *)(p) + 4, sizeof opf__hi);                                                      \
+        (dst).lo = __builtin_convertvector(opf__lo, opf_v4d);                                                          \
+        (dst).hi = __builtin_convertvector(opf__hi, opf_v4d);                                                          \
     } while (0)
-#define OPF_LOAD8_F64(dst, p) memcpy(&(dst), (p), sizeof(dst))
+#define OPF_LOAD8_F64(dst, p)                                                                                          \
+    do {                                                                                                               \
+        memcpy(&(dst).lo, (p), sizeof(dst).lo);                                                                        \
+        memcpy(&(dst).hi, (const double *)(p) + 4, sizeof(dst).hi);                                                    \
+    } while (0)
+/* 8 doubles at p = v (each half on its own: GCC copied a whole opf_p8d
+ * through the stack) */
+#define OPF_STORE8(p, v)                                                                                               \
+    do {                                                                                                               \
+        memcpy((p), &(v).lo, sizeof(v).lo);                                                                            \
+        memcpy((double *)(p) + 4, &(v).hi, sizeof(v).hi);                                                              \
+    } while (0)
+#define OPF_ADD8(a, b)                                                                                                 \
+    do {                                                                                                               \
+        (a).lo += (b).lo;                                                                                              \
+        (a).hi += (b).hi;                                                                                              \
+    } while (0)
+/* The sum of a vector of 4, ((h[0] + h[2]) + (h[1] + h[3])): with h = lo + hi of a
+ * group of 8, the order the builds of one vector of 8 added them in. */
+#define OPF_HSUM4(h) (((h)[0] + (h)[2]) + ((h)[1] + (h)[3]))
 
 /* The row sums of a tile: 32 partial sums in the dtype, over segments of
  * at most 256 elements (float32 lanes add at most 8 elements each, then go
@@ -627,28 +656,37 @@ typedef float opf_v8f __attribute__((vector_size(32)));
                 s2 += v2;                                                                                              \
                 s3 += v3;                                                                                              \
             }                                                                                                          \
-            opf_v8d d0 = __builtin_convertvector(s0, opf_v8d) + __builtin_convertvector(s1, opf_v8d),                  \
-                    d1 = __builtin_convertvector(s2, opf_v8d) + __builtin_convertvector(s3, opf_v8d);                  \
-            d0 += d1;                                                                                                  \
-            opf__total += ((d0[0] + d0[4]) + (d0[2] + d0[6])) + ((d0[1] + d0[5]) + (d0[3] + d0[7]));                   \
+            opf_p8d d0, d1, d;                                                                                         \
+            OPF_LOAD8_F32(d0, (const float *)&s0);                                                                     \
+            OPF_LOAD8_F32(d, (const float *)&s1);                                                                      \
+            OPF_ADD8(d0, d);                                                                                           \
+            OPF_LOAD8_F32(d1, (const float *)&s2);                                                                     \
+            OPF_LOAD8_F32(d, (const float *)&s3);                                                                      \
+            OPF_ADD8(d1, d);                                                                                           \
+            OPF_ADD8(d0, d1);                                                                                          \
+            const opf_v4d h = d0.lo + d0.hi;                                                                           \
+            opf__total += OPF_HSUM4(h);                                                                                \
         }                                                                                                              \
         sum = opf__total;                                                                                              \
     } while (0)
 #define OPF_EW_ROWSUM_F64(sum, x, n, i)                                                                                \
     do {                                                                                                               \
-        opf_v8d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, v0, v1, v2, v3;                                                \
+        opf_p8d s0 = {{0}, {0}}, s1 = {{0}, {0}}, s2 = {{0}, {0}}, s3 = {{0}, {0}}, v;                                 \
         for (; i + 32 <= n; i += 32) {                                                                                 \
-            memcpy(&v0, x + i, sizeof v0);                                                                             \
-            memcpy(&v1, x + i + 8, sizeof v1);                                                                         \
-            memcpy(&v2, x + i + 16, sizeof v2);                                                                        \
-            memcpy(&v3, x + i + 24, sizeof v3);                                                                        \
-            s0 += v0;                                                                                                  \
-            s1 += v1;                                                                                                  \
-            s2 += v2;                                                                                                  \
-            s3 += v3;                                                                                                  \
+            OPF_LOAD8_F64(v, x + i);                                                                                   \
+            OPF_ADD8(s0, v);                                                                                           \
+            OPF_LOAD8_F64(v, x + i + 8);                                                                               \
+            OPF_ADD8(s1, v);                                                                                           \
+            OPF_LOAD8_F64(v, x + i + 16);                                                                              \
+            OPF_ADD8(s2, v);                                                                                           \
+            OPF_LOAD8_F64(v, x + i + 24);                                                                              \
+            OPF_ADD8(s3, v);                                                                                           \
         }                                                                                                              \
-        s0 = (s0 + s1) + (s2 + s3);                                                                                    \
-        sum = ((s0[0] + s0[4]) + (s0[2] + s0[6])) + ((s0[1] + s0[5]) + (s0[3] + s0[7]));                               \
+        OPF_ADD8(s0, s1);                                                                                              \
+        OPF_ADD8(s2, s3);                                                                                              \
+        OPF_ADD8(s0, s2);                                                                                              \
+        const opf_v4d h = s0.lo + s0.hi;                                                                               \
+        sum = OPF_HSUM4(h);                                                                                            \
     } while (0)
 
 /* Every row of the tile into the same n accumulators (a sum over the rows'
@@ -668,13 +706,13 @@ typedef float opf_v8f __attribute__((vector_size(32)));
 #define OPF_EW_PREFETCH 2048
 #define OPF_EW_ACC_COLUMNS(T, load8)                                                                                   \
     do {                                                                                                               \
-        opf_v8d v0, v1, w;                                                                                             \
+        opf_p8d v0, v1, w;                                                                                             \
         int64_t i = 0;                                                                                                 \
         if (n >= 8) {                                                                                                  \
             const uintptr_t opf__ahead = x_row > n && sizeof(T) == 4 ? OPF_EW_PREFETCH : 0;                            \
             for (; i + 8 <= n; i += 8) {                                                                               \
                 OPF_LOAD8_F64(v0, acc + i);                                                                            \
-                v1 = (opf_v8d){0};                                                                                     \
+                v1 = (opf_p8d){{0}, {0}};                                                                              \
                 const int opf__line = opf__ahead != 0 && (i * (int64_t)sizeof(T)) % 64 == 0;                           \
                 int64_t r = 0;                                                                                         \
                 for (; r + 2 <= rows; r += 2) {                                                                        \
@@ -683,19 +721,19 @@ typedef float opf_v8f __attribute__((vector_size(32)));
                         __builtin_prefetch((const void *)((uintptr_t)(x + (r + 1) * x_row + i) + opf__ahead), 0, 2);   \
                     }                                                                                                  \
                     load8(w, x + r * x_row + i);                                                                       \
-                    v0 += w;                                                                                           \
+                    OPF_ADD8(v0, w);                                                                                   \
                     load8(w, x + (r + 1) * x_row + i);                                                                 \
-                    v1 += w;                                                                                           \
+                    OPF_ADD8(v1, w);                                                                                   \
                 }                                                                                                      \
                 if (r < rows) {                                                                                        \
                     if (opf__line) {                                                                                   \
                         __builtin_prefetch((const void *)((uintptr_t)(x + r * x_row + i) + opf__ahead), 0, 2);         \
                     }                                                                                                  \
                     load8(w, x + r * x_row + i);                                                                       \
-                    v0 += w;                                                                                           \
+                    OPF_ADD8(v0, w);                                                                                   \
                 }                                                                                                      \
-                v0 += v1;                                                                                              \
-                memcpy(acc + i, &v0, sizeof v0);                                                                       \
+                OPF_ADD8(v0, v1);                                                                                      \
+                OPF_STORE8(acc + i, v0);                                                                               \
             }                                                                                                          \
             for (; i < n; i++) {                                                                                       \
                 double sum = 0;                                                                                        \
@@ -707,16 +745,16 @@ typedef float opf_v8f __attribute__((vector_size(32)));
             return;                                                                                                    \
         }                                                                                                              \
         const int64_t total = rows * n, period = n == 1 || n == 2 || n == 4 ? 1 : n == 6 ? 3 : n;                      \
-        opf_v8d part[7] = {{0}};                                                                                       \
+        opf_p8d part[7] = {{{0}, {0}}};                                                                                \
         int64_t m = 0;                                                                                                 \
         for (; i + 8 <= total; i += 8) {                                                                               \
             load8(w, x + i);                                                                                           \
-            part[m] += w;                                                                                              \
+            OPF_ADD8(part[m], w);                                                                                      \
             m = m + 1 == period ? 0 : m + 1;                                                                           \
         }                                                                                                              \
         for (int64_t k = 0; k < period; k++) {                                                                         \
             for (int j = 0; j < 8; j++) {                                                                              \
-                acc[(k * 8 + j) % n] += part[k][j];                                                                    \
+                acc[(k * 8 + j) % n] += j < 4 ? part[k].lo[j] : part[k].hi[j - 4];                                     \
             }                                                                                                          \
         }                                                                                                              \
         for (; i < total; i++) {                                                                                       \
@@ -745,11 +783,11 @@ typedef float opf_v8f __attribute__((vector_size(32)));
                 continue;                                                                                              \
             }                                                                                                          \
             for (; i + 8 <= n; i += 8) { /* kept: acc_col is 1 (the accumulator is compact) */                         \
-                opf_v8d v, w;                                                                                          \
+                opf_p8d v, w;                                                                                          \
                 OPF_LOAD8_F64(v, a + i);                                                                               \
                 load8(w, x + i);                                                                                       \
-                v += w;                                                                                                \
-                memcpy(a + i, &v, sizeof v);                                                                           \
+                OPF_ADD8(v, w);                                                                                        \
+                OPF_STORE8(a + i, v);                                                                                  \
             }                                                                                                          \
             for (; i < n; i++) {                                                                                       \
                 a[i] += (double)x[i];                                                                                  \
