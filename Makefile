@@ -195,14 +195,16 @@ test-valgrind: $(TEST_BIN)
 # their kernels are the plain C that test-isa runs at full size, and qemu is
 # slow (the whole target takes about 2 minutes on 2 cores).
 AARCH64_CC ?= aarch64-linux-gnu-gcc
+AARCH64_OBJDUMP ?= aarch64-linux-gnu-objdump
 QEMU_AARCH64 ?= qemu-aarch64
 AARCH64_BUILD := $(BUILD)/aarch64
 AARCH64_TEST_BIN := $(addprefix $(AARCH64_BUILD)/tests/,$(C_TESTS))
 test-neon:
-	@for tool in $(AARCH64_CC) $(QEMU_AARCH64); do command -v $$tool >/dev/null || \
+	@for tool in $(AARCH64_CC) $(AARCH64_OBJDUMP) $(QEMU_AARCH64); do command -v $$tool >/dev/null || \
 	  { echo "test-neon: $$tool not found (make deps-test installs it)" >&2; exit 1; }; done
 	$(MAKE) --no-print-directory CC=$(AARCH64_CC) CUDA=0 BUILD=$(AARCH64_BUILD) TEST_LDFLAGS=-static \
 	  $(AARCH64_BUILD)/libopforge.a $(AARCH64_TEST_BIN)
+	OBJDUMP=$(AARCH64_OBJDUMP) scripts/check-vectorized.sh $(AARCH64_BUILD)/obj/ops/*.o
 	@set -e; for isa in neon portable scalar; do for t in $(AARCH64_TEST_BIN); do \
 	  if [ $$isa = neon ]; then echo "== qemu-aarch64 $$t"; env -u OPFORGE_ISA $(QEMU_AARCH64) $$t; \
 	  else echo "== qemu-aarch64 OPFORGE_ISA=$$isa $$t"; OPFORGE_ISA=$$isa OPFORGE_VALGRIND=1 $(QEMU_AARCH64) $$t; fi; \

@@ -2,7 +2,8 @@
 # check-vectorized.sh — did the compiler vectorize every authored kernel's
 # loop, in every ISA build?
 #
-#   scripts/check-vectorized.sh OBJECT...      (make check-vectorized)
+#   scripts/check-vectorized.sh OBJECT...      (make check-vectorized; make test-neon
+#                                               with OBJDUMP=aarch64-linux-gnu-objdump)
 #
 # OPF_ELTWISE_KERNEL and OPF_ROW_KERNEL compile an author's body once per ISA
 # level (opf__ew_<name>_f32, _f32_avx2, _f32_avx512, the same for f64; rows:
@@ -14,7 +15,8 @@
 # the objects (objdump) and fails for a kernel build with floating-point
 # arithmetic and none on whole vectors: for _avx2 no ymm register, for
 # _avx512 no ymm or zmm, for the baseline no packed SSE arithmetic (addps,
-# mulpd, ...). A build with no floating-point arithmetic at all (one that
+# mulpd, ...); on AArch64, whose baseline build is the NEON one, no
+# arithmetic on vector registers (fmla v0.4s, ...). A build with no floating-point arithmetic at all (one that
 # calls another) is not checked, nor a baseline build that calls fma or fmaf:
 # the x86-64 baseline has no FMA instruction, so a kernel that needs one
 # rounding per a*b+c calls libm for it (the AVX2 and AVX-512 builds, and NEON's
@@ -34,7 +36,7 @@ allowed='^opf__row_[a-z_]+_grad_(grad|jvp)[a-z_]*_f(32(_avx2|_avx512)?|64)$'
 
 status=0
 for obj in "$@"; do
-    objdump -dr --no-show-raw-insn "$obj" | awk -v obj="$obj" -v allowed="$allowed" '
+    "${OBJDUMP:-objdump}" -dr --no-show-raw-insn "$obj" | awk -v obj="$obj" -v allowed="$allowed" '
         function flush() {
             if (name == "" || fp == 0 || (isa == "base" && fmacall)) { return }
             ok = (isa == "avx2") ? ymm > 0 : (isa == "avx512") ? ymm + zmm > 0 : packed > 0
@@ -55,6 +57,14 @@ for obj in "$@"; do
             next
         }
         name != "" && /R_X86_64_PLT32[ \t]+fmaf?[-+]/ { fmacall = 1; next }
+        /file format elf64-littleaarch64/ { arm = 1 }
+        name != "" && NF >= 2 && arm {
+            if ($2 ~ /^f(add|sub|mul|div|sqrt|max|min|n?madd|n?msub|mla|mls)$/) {
+                fp++
+                packed += $3 ~ /^v[0-9]+\.[0-9]*[sd]/
+            }
+            next
+        }
         name != "" && NF >= 2 {
             op = $2
             if (op ~ /^v?(add|sub|mul|div|sqrt|max|min|fn?m(add|sub)[0-9]*)[ps][sd]$/) { fp++ }
