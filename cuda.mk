@@ -279,9 +279,17 @@ test-cuda-emu: $(EMU_TEST_BIN)
 
 # Under the sanitizers (three times slower) the quick set: every op, shape and
 # dtype, two of the six layouts a shape in turn (the full sweep ran above).
+EMU_ASAN_MAKE = $(MAKE) --no-print-directory EMU_BUILD=$(BUILD)/emu-asan EMU_RUN_ENV="env OPFORGE_TEST_QUICK=1" \
+                EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 test-cuda-emu-asan:
-	@$(MAKE) --no-print-directory EMU_BUILD=$(BUILD)/emu-asan EMU_RUN_ENV="env OPFORGE_TEST_QUICK=1" \
-	  EMU_SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test-cuda-emu
+	@$(EMU_ASAN_MAKE) test-cuda-emu
+test-cuda-emu-asan-build:
+	@$(EMU_ASAN_MAKE) $(BUILD)/emu-asan/test_cuda
+
+# What test-cuda, test-cuda-emu and test-cuda-emu-asan compile (make test-build: in parallel).
+.PHONY: test-cuda-build test-cuda-emu-asan-build
+test-cuda-build: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN) $(CUDA_USER_LIB_TEST) $(if $(HAVE_CXX),$(EMU_TEST_BIN) \
+                 test-cuda-emu-asan-build)
 
 # Wheels for CPython 3.12 (the GPU machine's) of cffi, pytest, hypothesis,
 # setuptools, wheel and their dependencies; carry build/wheelhouse to the GPU

@@ -73,10 +73,18 @@ def elf_soname(path: Path) -> str | None:
     return None
 
 
+def run_make(*targets: str) -> None:
+    """Runs make in the repository root, one job per CPU (the row-wise ops
+    are several files of four ISA builds each) unless a calling make passes
+    its own jobs down through MAKEFLAGS."""
+    make = os.environ.get("MAKE", "make")
+    jobs = [] if "-j" in os.environ.get("MAKEFLAGS", "") else [f"-j{os.cpu_count() or 1}"]
+    subprocess.run([make, *jobs, "-C", str(ROOT), *targets], check=True)
+
+
 def make_native_lib() -> Path:
     """Runs ``make lib`` in the repository root; returns the real library file."""
-    make = os.environ.get("MAKE", "make")
-    subprocess.run([make, "-C", str(ROOT), "lib"], check=True)
+    run_make("lib")
     if not NATIVE_LIB.exists():
         raise RuntimeError(f"`make lib` did not produce {NATIVE_LIB}")
     return NATIVE_LIB.resolve()
@@ -122,8 +130,7 @@ def make_adapters() -> dict[str, tuple[Path, str]]:
     for name, version in versions.items():
         if built_for.get(name) != version:
             (ADAPTER_BUILD_DIR / f"libopforge_{name}.so").unlink(missing_ok=True)
-    make = os.environ.get("MAKE", "make")
-    subprocess.run([make, "-C", str(ROOT), "adapters", f"PYTHON={sys.executable}"], check=True)
+    run_make("adapters", f"PYTHON={sys.executable}")
     ADAPTER_BUILD_DIR.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({**built_for, **versions}, indent=1, sort_keys=True) + "\n")
     built = {}

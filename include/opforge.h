@@ -673,7 +673,7 @@ typedef enum opf_isa {
  * without a vector kernel for it (the AVX2 and AVX-512 levels have one,
  * with the same bits), where the caller's own loop does them. A caller
  * continues from there (acc[j] += e_i for i % 32 == j) and combines acc
- * pairwise (OPF_PAIRWISE), as norms.c's softmax does. The exponential looks
+ * pairwise (OPF_PAIRWISE), as opforge's softmax does. The exponential looks
  * 2^(j/16) up in a table (one permute), which a loop the compiler
  * vectorizes cannot: 1.062 ulp at most over every float x[i] - shift of
  * [ln FLT_MIN, 88.03], 0 below, +inf above, NaN for NaN. x and y may be the

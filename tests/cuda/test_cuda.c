@@ -1559,7 +1559,8 @@ TEST(test_myops_rowsum_grad) { test_row_op(myops_row("rowsum_grad"), TEAM_NONE, 
  * scalar references live with the CPU tests of each op. */
 static int builtin_row_kernel(const opf_op_def *op) { return op->row != NULL && op->row->cuda != NULL; }
 
-/* The built-in rows whose kernel is an OPF_ROW_KERNEL_TEAM (src/ops/norms.c):
+/* The built-in rows whose kernel is an OPF_ROW_KERNEL_TEAM (src/ops/softmax.c,
+ * rms_norm.c, layer_norm*.c):
  * softmax's, log_softmax's and the norms' forward rows, their gradients, the
  * gradients of those and the forward-mode rows of log_softmax's and rms_norm's
  * second order (layer_norm's stay one thread per row). */

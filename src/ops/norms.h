@@ -1,0 +1,165 @@
+/*
+ * norms.h — what the row-wise built-ins of a transformer block share. They
+ * work over the last axis: softmax and log_softmax (softmax.c), rms_norm
+ * (rms_norm.c), layer_norm (layer_norm.c), their gradients, the gradients of
+ * those (second order) and the tangents of these (forward over forward,
+ * third-order reverse; layer_norm's in layer_norm_jvp.c). Each file is the
+ * math of one row per op (OPF_ROW_KERNEL) and its declaration, exactly what
+ * a user writes for a row-wise op of their own; the row engine does strides,
+ * threads, the per-ISA builds, and the sums over rows of the weight
+ * gradients (outputs declared without "..."). They are C that also compiles
+ * as CUDA C++ (see eltwise.c).
+ *
+ * One file per family, not one for all: every row kernel has four ISA builds
+ * (and, through nvcc, a device build), and a single file took 2 minutes to
+ * compile (6 with ASan, 6 with nvcc, on a Zen 3); apart, a parallel build
+ * spreads them.
+ *
+ * Numerics. Everything is computed in the tensor's dtype, as PyTorch does on
+ * the CPU for float32 and float64. Row reductions are opf_sum/opf_max/opf_dot:
+ * 64 (float) or 32 (double) lanes, so a float row of 4096 elements adds 64
+ * terms per lane, then the lanes pairwise. Statistics are centred sums (see
+ * layer_norm), never the single-pass E[x^2] - E[x]^2. Softmax subtracts the
+ * row's maximum.
+ */
+#ifndef OPF_OPS_NORMS_H
+#define OPF_OPS_NORMS_H
+
+#include "cuda_kernels.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "ops.h"
+#ifdef __cplusplus
+}
+#endif
+
+/* The machine epsilon of T: rms_norm's eps when its eps attribute is
+ * negative (the default), as torch.nn.functional.rms_norm's eps=None. */
+#define NORMS_EPS(eps) ((eps) < 0 ? (OPF_IS_F64 ? (T)2.220446049250313e-16 : (T)1.1920928955078125e-07) : (T)(eps))
+
+/* Sums of the second-order kernels (not on the path of a forward or
+ * first-order backward op): plain loops in double. Element i of a row of T. */
+#define NORMS_AT(p, i) ((double)(p)[i])
+#define NORMS_OR(p, i, otherwise) ((p) != NULL ? (double)(p)[i] : (otherwise))
+
+/* A second-order body written once for both builds, as a macro of three
+ * others: FOR(i, n) visits the row's elements, SUM(v) adds up the partial
+ * sums the visits made, ONCE runs a statement once per row. The CPU body
+ * takes the sequential ones below (a plain loop, v itself, always); the team
+ * body OPF_TEAM_FOR, NORMS_TEAM_SUM and OPF_TEAM_ONCE. */
+#define NORMS_SEQ_FOR(i, n) for (int64_t i = 0; i < (n); i++)
+#define NORMS_SEQ_SUM(v) (v)
+#define NORMS_SEQ_ONCE if (1)
+#define NORMS_TEAM_SUM(v) opf_team_sum(opf_team, v)
+
+/* acc[0] = acc[0 .. lanes) combined pairwise (OPF_PAIRWISE, opf_sum's
+ * order), skipped for a row shorter than `lanes` (n): every partial result
+ * is then still its initial value (0, or -inf for a maximum), which acc[0]
+ * holds already, so the result is the same bits (rows of 8 floats took
+ * twice as long with the halves). */
+#define NORMS_PAIRWISE(acc, lanes, COMBINE, n)                                                                         \
+    if ((n) >= (lanes)) {                                                                                              \
+        OPF_PAIRWISE(acc, lanes, COMBINE);                                                                             \
+    }
+#define NORMS_ADD(a, b) ((a) + (b))
+#define NORMS_MAX_OF(a, b) ((b) > (a) ? (b) : (a))
+
+/* How far ahead a chunk's exponentials prefetch: its length, or
+ * OPF_PREFETCH_AHEAD for short chunks (rows), where that reaches further. */
+#define NORMS_AHEAD(len)                                                                                               \
+    ((len) * (int64_t)sizeof(T) > OPF_PREFETCH_AHEAD ? (len) * (int64_t)sizeof(T) : (int64_t)OPF_PREFETCH_AHEAD)
+
+/* sum(g) and sum(g (x - mu)) with g = dy w, in one pass: the lanes of
+ * opf_sum (64 floats, 32 doubles), each adding its elements' terms, then
+ * added pairwise. */
+#define NORMS_G_SUMS_FN(fn, type, lanes)                                                                               \
+    OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx) {     \
+        type a[lanes], b[lanes];                                                                                       \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            a[j] = 0;                                                                                                  \
+            b[j] = 0;                                                                                                  \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                const type g = dy[i + j] * w[i + j];                                                                   \
+                a[j] = a[j] + g;                                                                                       \
+                b[j] = b[j] + g * (x[i + j] - mu);                                                                     \
+            }                                                                                                          \
+        }                                                                                                              \
+        NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                         \
+        NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                         \
+        type sa = a[0], sb = b[0];                                                                                     \
+        for (; i < n; i++) {                                                                                           \
+            const type g = dy[i] * w[i];                                                                               \
+            sa = sa + g;                                                                                               \
+            sb = sb + g * (x[i] - mu);                                                                                 \
+        }                                                                                                              \
+        *sg = sa;                                                                                                      \
+        *sgx = sb;                                                                                                     \
+    }
+NORMS_G_SUMS_FN(norms_g_sums_f32, float, 64)
+NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
+
+/* sum(x - mu) and sum((x - mu)^2) in one pass, the lanes of opf_sum,
+ * prefetching `ahead` bytes further on than x (0: nothing). */
+#define NORMS_C_SUMS_FN(fn, type, lanes)                                                                               \
+    OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2, int64_t ahead) {                      \
+        type a[lanes], b[lanes];                                                                                       \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            a[j] = 0;                                                                                                  \
+            b[j] = 0;                                                                                                  \
+        }                                                                                                              \
+        int64_t i = 0;                                                                                                 \
+        for (; i + lanes <= n; i += lanes) {                                                                           \
+            if (ahead != 0) {                                                                                          \
+                opf_prefetch_at(x + i, ahead, lanes * (int64_t)sizeof(type));                                          \
+            }                                                                                                          \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                const type c = x[i + j] - mu;                                                                          \
+                a[j] = a[j] + c;                                                                                       \
+                b[j] = b[j] + c * c;                                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
+        NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                         \
+        NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                         \
+        type sa = a[0], sb = b[0];                                                                                     \
+        for (; i < n; i++) {                                                                                           \
+            const type c = x[i] - mu;                                                                                  \
+            sa = sa + c;                                                                                               \
+            sb = sb + c * c;                                                                                           \
+        }                                                                                                              \
+        *s1 = sa;                                                                                                      \
+        *s2 = sb;                                                                                                      \
+    }
+NORMS_C_SUMS_FN(norms_c_sums_f32, float, 64)
+NORMS_C_SUMS_FN(norms_c_sums_f64, double, 32)
+
+/* Each forward op R has a gradient row G (R.grad), whose own gradient row GG
+ * (G.grad) also gives the terms of R's and G's tangent rules that G cannot:
+ * R.jvp and G.jvp name G, GG and (rms_norm, layer_norm) rows of G's
+ * derivative along its non-linear inputs (G_jvp).
+ *
+ * Forward over forward evaluates R.jvp under a second tangent, so GG needs
+ * tangent rules too, and reverse over forward needs GG's gradient rules.
+ * Both come from one structure. GG's outputs are the gradients of
+ * F = <v, G(z; u)> (v: the cotangents of G's outputs, ddx...; u: G's inputs
+ * it is linear in, dy, drstd...; z: the rest, x, rstd, w...) with respect to
+ * z and u; F is linear in u and in v. So GG's tangent is GG with u' in place
+ * of u (its gradients of z: those of u do not move with u), plus GG with v'
+ * in place of v, plus F's second derivatives along z': the GG_jvp rows
+ * (log_softmax_grad_grad_jvp, rms_norm_grad_grad_jvp*,
+ * layer_norm_grad_grad_jvp*, layer_norm_grad_grad_affine_jvp; split by
+ * direction, x, mean, rstd, w, as a row takes 8 inputs at most). The second
+ * derivatives are symmetric, so GG's gradient from cotangents c_z, c_u of its
+ * outputs is: for z, GG with c_u as u plus the GG_jvp rows with c_z as the
+ * tangents (which also give u's); for v, G with c_u as u plus G's tangent
+ * along c_z (the G_jvp rows; log_softmax: GG's gy). Every output of GG is
+ * covered (a tangent rule left out would be a silent zero at third order).
+ * The GG_jvp and G_jvp rows declare no rules: forward to third order, and
+ * any order that differentiates them (reverse over forward over forward),
+ * is an error naming one; third-order reverse, and forward over reverse over
+ * reverse, only evaluate them. */
+
+#endif
