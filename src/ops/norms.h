@@ -102,36 +102,44 @@ extern "C" {
 NORMS_G_SUMS_FN(norms_g_sums_f32, float, 64)
 NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
 
-/* sum(x - mu) and sum((x - mu)^2) in one pass, the lanes of opf_sum,
- * prefetching `ahead` bytes further on than x (0: nothing). */
+/* sum(x - mu) and sum((x - mu)^2), each over the lanes of opf_sum, then
+ * added pairwise: the first sum prefetching `ahead` bytes further on than x
+ * (0: nothing), the second from the row it left in cache. Two loops of one
+ * sum, not one of both: both sets of lanes (16 vectors of 8 floats or 4
+ * doubles) are all of AVX2's registers, and GCC kept them on the stack
+ * (the same bits either way: each lane adds the same terms in the same
+ * order). */
+#define NORMS_C_SUM_LOOP(type, lanes, acc, term, ahead)                                                                \
+    for (int j = 0; j < lanes; j++) {                                                                                  \
+        acc[j] = 0;                                                                                                    \
+    }                                                                                                                  \
+    int64_t i = 0;                                                                                                     \
+    for (; i + lanes <= n; i += lanes) {                                                                               \
+        if ((ahead) != 0) {                                                                                            \
+            opf_prefetch_at(x + i, (ahead), lanes * (int64_t)sizeof(type));                                            \
+        }                                                                                                              \
+        for (int j = 0; j < lanes; j++) {                                                                              \
+            const type c = x[i + j] - mu;                                                                              \
+            acc[j] = acc[j] + (term);                                                                                  \
+        }                                                                                                              \
+    }                                                                                                                  \
+    NORMS_PAIRWISE(acc, lanes, NORMS_ADD, n)                                                                           \
+    for (; i < n; i++) {                                                                                               \
+        const type c = x[i] - mu;                                                                                      \
+        acc[0] = acc[0] + (term);                                                                                      \
+    }
 #define NORMS_C_SUMS_FN(fn, type, lanes)                                                                               \
     OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2, int64_t ahead) {                      \
-        type a[lanes], b[lanes];                                                                                       \
-        for (int j = 0; j < lanes; j++) {                                                                              \
-            a[j] = 0;                                                                                                  \
-            b[j] = 0;                                                                                                  \
+        {                                                                                                              \
+            type a[lanes];                                                                                             \
+            NORMS_C_SUM_LOOP(type, lanes, a, c, ahead)                                                                 \
+            *s1 = a[0];                                                                                                \
         }                                                                                                              \
-        int64_t i = 0;                                                                                                 \
-        for (; i + lanes <= n; i += lanes) {                                                                           \
-            if (ahead != 0) {                                                                                          \
-                opf_prefetch_at(x + i, ahead, lanes * (int64_t)sizeof(type));                                          \
-            }                                                                                                          \
-            for (int j = 0; j < lanes; j++) {                                                                          \
-                const type c = x[i + j] - mu;                                                                          \
-                a[j] = a[j] + c;                                                                                       \
-                b[j] = b[j] + c * c;                                                                                   \
-            }                                                                                                          \
+        {                                                                                                              \
+            type b[lanes];                                                                                             \
+            NORMS_C_SUM_LOOP(type, lanes, b, c *c, 0)                                                                  \
+            *s2 = b[0];                                                                                                \
         }                                                                                                              \
-        NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                         \
-        NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                         \
-        type sa = a[0], sb = b[0];                                                                                     \
-        for (; i < n; i++) {                                                                                           \
-            const type c = x[i] - mu;                                                                                  \
-            sa = sa + c;                                                                                               \
-            sb = sb + c * c;                                                                                           \
-        }                                                                                                              \
-        *s1 = sa;                                                                                                      \
-        *s2 = sb;                                                                                                      \
     }
 NORMS_C_SUMS_FN(norms_c_sums_f32, float, 64)
 NORMS_C_SUMS_FN(norms_c_sums_f64, double, 32)
