@@ -448,11 +448,16 @@ bench: deps venv
 bench-build: venv
 	$(VPY) bench/bench_build.py
 
-demo: deps venv
+# JOBS: the compiles of `make demo` and `make test` run one per core (`make
+# test JOBS=4` sets it; the environment does not).
+JOBS := $(shell nproc 2>/dev/null || echo 2)
+
+demo: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target venv
 	@set -e; for d in $(DEMOS); do echo "== $$d"; $(VPY) $$d; done
 
 # `make test`: the Debian packages first; then everything the tests compile,
-# with one job per core (TEST_JOBS: the compiles were half the time of a
+# with one job per core (JOBS: the compiles were half the time of a
 # serial run on two cores); then the C-level tests, one after another, so
 # that their output comes in order; then the Python suites of the installed
 # package (test-python-suites) beside those of the ASan build
@@ -460,13 +465,12 @@ demo: deps venv
 # process each, mostly single-threaded: together they took 30 of the 80
 # minutes of a serial run on a Zen 3). Each step also runs on its own (`make
 # test-asan`...), compiling what it needs.
-TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_STEPS := lib format-check check-vectorized test-c test-isa test-asan test-asan-clang test-fuzz test-valgrind \
               test-neon test-pkgconfig test-cuda $(TEST_CUDA_EMU_ASAN)
 test: deps-test
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-build
+	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target test-build
 	@$(MAKE) --no-print-directory -j1 $(TEST_STEPS)
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-python-suites test-python-asan
+	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target test-python-suites test-python-asan
 
 .PHONY: test-python-suites
 test-python-suites:
