@@ -10,10 +10,10 @@
  * gradients (outputs declared without "..."). They are C that also compiles
  * as CUDA C++ (see eltwise.c).
  *
- * One file per family, not one for all: every row kernel has four ISA builds
- * (and, through nvcc, a device build), and a single file took 2 minutes to
- * compile (6 with ASan, 6 with nvcc, on a Zen 3); apart, a parallel build
- * spreads them.
+ * One file per family, not one for all: every row kernel is built for three
+ * ISA levels (baseline, AVX2, AVX-512) in two dtypes (and, through nvcc, for
+ * the device), and a single file took 2 minutes to compile (6 with ASan, 6
+ * with nvcc, on a Zen 3); apart, a parallel build spreads them.
  *
  * Numerics. Everything is computed in the tensor's dtype, as PyTorch does on
  * the CPU for float32 and float64. Row reductions are opf_sum/opf_max/opf_dot:
