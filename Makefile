@@ -202,6 +202,7 @@ AARCH64_OBJDUMP ?= aarch64-linux-gnu-objdump
 QEMU_AARCH64 ?= qemu-aarch64
 AARCH64_BUILD := $(BUILD)/aarch64
 AARCH64_TEST_BIN := $(addprefix $(AARCH64_BUILD)/tests/,$(C_TESTS))
+.PHONY: neon-build
 neon-build:
 	@for tool in $(AARCH64_CC) $(AARCH64_OBJDUMP) $(QEMU_AARCH64); do command -v $$tool >/dev/null || \
 	  { echo "test-neon: $$tool not found (make deps-test installs it)" >&2; exit 1; }; done
@@ -296,7 +297,7 @@ $(BUILD)/asan/fuzz/%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(FUZZ_HEADERS) $(
 
 FUZZ_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
-.PHONY: fuzz fuzz-merge test-fuzz test-fuzz-replay test-asan-clang neon-build
+.PHONY: fuzz fuzz-merge test-fuzz test-fuzz-replay test-asan-clang
 fuzz: $(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts; \
 	  echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \

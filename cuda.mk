@@ -191,7 +191,10 @@ $(BUILD)/bench/relu_variants: bench/relu_variants.cu
 HAVE_CXX := $(if $(shell command -v $(CXX) 2>/dev/null),1)
 TEST_CUDA_EMU_ASAN := $(if $(HAVE_CXX),test-cuda-emu-asan)
 
-test-cuda: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN) $(CUDA_USER_LIB_TEST) $(if $(HAVE_CXX),test-cuda-emu)
+# What test-cuda runs, built (test-cuda-build, below, also builds the emulator's tests).
+CUDA_TEST_BUILT := $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN) $(CUDA_USER_LIB_TEST)
+
+test-cuda: $(CUDA_TEST_BUILT) $(if $(HAVE_CXX),test-cuda-emu)
 	@echo "== $(CUDA_TEST_BIN)"
 	@$(CUDA_TEST_BIN)
 ifeq ($(CUDA_ENABLED),1)
@@ -288,8 +291,7 @@ test-cuda-emu-asan-build:
 
 # What test-cuda, test-cuda-emu and test-cuda-emu-asan compile (make test-build: in parallel).
 .PHONY: test-cuda-build test-cuda-emu-asan-build
-test-cuda-build: $(CUDA_TEST_BIN) $(RELU_VARIANTS_BIN) $(CUDA_USER_LIB_TEST) $(if $(HAVE_CXX),$(EMU_TEST_BIN) \
-                 test-cuda-emu-asan-build)
+test-cuda-build: $(CUDA_TEST_BUILT) $(if $(HAVE_CXX),$(EMU_TEST_BIN) test-cuda-emu-asan-build)
 
 # Wheels for CPython 3.12 (the GPU machine's) of cffi, pytest, hypothesis,
 # setuptools, wheel and their dependencies; carry build/wheelhouse to the GPU

@@ -75,7 +75,7 @@ def elf_soname(path: Path) -> str | None:
 
 def run_make(*targets: str) -> None:
     """Runs make in the repository root, one job per CPU (the row-wise ops
-    are several files of four ISA builds each) unless a calling make passes
+    are several files, each built for three ISA levels) unless a calling make passes
     its own jobs down through MAKEFLAGS."""
     make = os.environ.get("MAKE", "make")
     jobs = [] if "-j" in os.environ.get("MAKEFLAGS", "") else [f"-j{os.cpu_count() or 1}"]
