@@ -1204,6 +1204,16 @@ static void test_exp_sum_registry(void) {
         k->fn(96, in_place + 1, shift, in_place + 1, 0, a4);
         CHECK_SAME_BITS(in_place + 1, w, 96, sizeof *w, "%s: in place", k->name);
         CHECK_SAME_BITS(a4, a3, 32, sizeof *a3, "%s: partial sums in place", k->name);
+        /* a block whose only d above the largest finite e^d is its last element, every
+         * other one NaN (a kernel looks for such d once a block, NaN ignored) */
+        float nan_block[32], e_block[32], a5[32] = {0};
+        for (int i = 0; i < 32; i++) {
+            nan_block[i] = NAN;
+        }
+        nan_block[31] = 100.0f;
+        k->fn(32, nan_block, 0.0f, e_block, 0, a5);
+        CHECK(isinf(e_block[31]) && e_block[31] > 0, "%s: exp(100) after 31 NaN = %a", k->name, (double)e_block[31]);
+        CHECK(isnan(e_block[0]) && isnan(e_block[30]), "%s: exp(NaN) = %a", k->name, (double)e_block[0]);
         if (!have_first) {
             memcpy(first, y, (size_t)done * sizeof *y);
             have_first = 1;

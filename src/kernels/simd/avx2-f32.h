@@ -38,11 +38,18 @@ static inline opf_vec opf_vexp_scale(opf_vec t, opf_vexp_table table) {
     const __m256i up = _mm256_and_si256(_mm256_slli_epi32(ti, 19), _mm256_set1_epi32((int)0xff800000u));
     return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(tj), up));
 }
-static inline opf_vec opf_vexp_finish(opf_vec d, opf_vec s, opf_vec p, float least, float most) {
-    const __m256 keep = _mm256_cmp_ps(d, _mm256_set1_ps(least), _CMP_NLT_UQ);
-    const __m256 e = _mm256_and_ps(keep, _mm256_fmadd_ps(s, p, s));
-    const __m256 over = _mm256_cmp_ps(d, _mm256_set1_ps(most), _CMP_GT_OQ);
-    return _mm256_blendv_ps(e, _mm256_set1_ps(__builtin_inff()), over);
+static inline opf_vec opf_vexp_finish(opf_vec d, opf_vec s, opf_vec p, float least) {
+    return _mm256_and_ps(_mm256_cmp_ps(d, _mm256_set1_ps(least), _CMP_NLT_UQ), _mm256_fmadd_ps(s, p, s));
+}
+/* The larger of a and b per lane, b where a is NaN. */
+static inline opf_vec opf_vmax(opf_vec a, opf_vec b) { return _mm256_max_ps(a, b); }
+/* Whether any lane of a is above b (NaN is not). */
+static inline int opf_vany_above(opf_vec a, float b) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(b), _CMP_GT_OQ)) != 0;
+}
+/* +inf where d is above `most`, else e. */
+static inline opf_vec opf_vexp_over(opf_vec d, opf_vec e, float most) {
+    return _mm256_blendv_ps(e, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(d, _mm256_set1_ps(most), _CMP_GT_OQ));
 }
 /* Orders non-temporal stores before later stores. */
 static inline void opf_vfence(void) { _mm_sfence(); }

