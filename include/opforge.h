@@ -582,6 +582,13 @@ typedef struct opf_ops_decl {
  * opf_op_table_validate. NULL on a mistake, with opf_last_error() naming the
  * table, the row and what is wrong. Release the result with opf_ops_release. */
 OPF_API const opf_op_table *opf_ops_resolve(const opf_ops_decl *decl);
+/* opf_ops_resolve of a table whose ops are declared in parts (a library
+ * built from several files, OPF_EXPORT_OP_PARTS): the rows of every part, in
+ * order, each part an array of opf_op_decl ending with {0}, the list of parts
+ * ending with NULL. abi_version is the parts' OPF_TABLE_ABI_VERSION. The
+ * parts are read during the call only. */
+OPF_API const opf_op_table *opf_ops_resolve_parts(uint32_t abi_version, const char *name,
+                                                  const opf_op_decl *const *parts);
 /* Frees a table made by opf_ops_resolve (NULL is ignored). */
 OPF_API void opf_ops_release(const opf_op_table *table);
 
@@ -738,9 +745,6 @@ opf_error(opf_status status, const char *fmt, ...);
     OPF__EXTERN_C OPF_API const opf_op_table *opforge_op_table(void);                                                  \
     OPF__EXTERN_C OPF_API const opf_op_table *opforge_op_table(void) { return &(table); }
 
-#if !defined(__cplusplus)
-#include <stdatomic.h>
-
 /* A library exposes declared ops with OPF_EXPORT_OPS("myops", my_decls), where
  * my_decls is an array of opf_op_decl ending with {0}. The table is resolved
  * on first use (once, thread-safe) and released when the library unloads; a
@@ -748,13 +752,38 @@ opf_error(opf_status status, const char *fmt, ...);
  * opf_last_error() saying which row is wrong and why. */
 #define OPF_EXPORT_OPS(ns, decls)                                                                                      \
     static const opf_ops_decl opf__ops_decl = {OPF_TABLE_ABI_VERSION, ns, decls};                                      \
+    OPF__EXPORT_RESOLVED(opf_ops_resolve(&opf__ops_decl))
+
+/* A library built from several files (opforge.build([...]), `opforge build
+ * a.c b.c`) declares its ops where their kernels are, each file one part: an
+ * array of opf_op_decl ending with {0}, named in a header the files share
+ * with OPF_OP_PART(my_part); and one file exports them all, in order, with
+ * OPF_EXPORT_OP_PARTS("myops", my_part, my_other_part). A kernel
+ * (OPF_ELTWISE_KERNEL, OPF_ROW_KERNEL) is private to its file: its rows are
+ * declared in the same file. Resolved as OPF_EXPORT_OPS resolves. */
+#if defined(__cplusplus)
+#define OPF_OP_PART(part) extern "C" const opf_op_decl part[]
+#else
+#define OPF_OP_PART(part) extern const opf_op_decl part[]
+#endif
+#define OPF_EXPORT_OP_PARTS(ns, ...)                                                                                   \
+    static const opf_op_decl *const opf__ops_parts[] = {__VA_ARGS__, NULL};                                            \
+    OPF__EXPORT_RESOLVED(opf_ops_resolve_parts(OPF_TABLE_ABI_VERSION, ns, opf__ops_parts))
+
+#if !defined(__cplusplus)
+#include <stdatomic.h>
+
+/* opforge_op_table(): the table that `resolve` makes, made once (the first
+ * call; a thread that loses the race releases its copy) and released when
+ * the library unloads. */
+#define OPF__EXPORT_RESOLVED(resolve)                                                                                  \
     static const opf_op_table *_Atomic opf__ops_table;                                                                 \
     OPF_API const opf_op_table *opforge_op_table(void);                                                                \
     OPF_API const opf_op_table *opforge_op_table(void) {                                                               \
         const opf_op_table *table = atomic_load(&opf__ops_table);                                                      \
         if (table == NULL) {                                                                                           \
             const opf_op_table *none = NULL;                                                                           \
-            table = opf_ops_resolve(&opf__ops_decl);                                                                   \
+            table = (resolve);                                                                                         \
             if (table != NULL && !atomic_compare_exchange_strong(&opf__ops_table, &none, table)) {                     \
                 opf_ops_release(table);                                                                                \
                 table = none;                                                                                          \
@@ -767,15 +796,14 @@ opf_error(opf_status status, const char *fmt, ...);
     }
 #else
 /* The same in C++ (a file of ops compiled by nvcc), with GCC's atomics. */
-#define OPF_EXPORT_OPS(ns, decls)                                                                                      \
-    static const opf_ops_decl opf__ops_decl = {OPF_TABLE_ABI_VERSION, ns, decls};                                      \
+#define OPF__EXPORT_RESOLVED(resolve)                                                                                  \
     static const opf_op_table *opf__ops_table;                                                                         \
     extern "C" OPF_API const opf_op_table *opforge_op_table(void);                                                     \
     extern "C" OPF_API const opf_op_table *opforge_op_table(void) {                                                    \
         const opf_op_table *table = __atomic_load_n(&opf__ops_table, __ATOMIC_ACQUIRE);                                \
         if (table == NULL) {                                                                                           \
             const opf_op_table *none = NULL;                                                                           \
-            table = opf_ops_resolve(&opf__ops_decl);                                                                   \
+            table = (resolve);                                                                                         \
             if (table != NULL &&                                                                                       \
                 !__atomic_compare_exchange_n(&opf__ops_table, &none, table, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {  \
                 opf_ops_release(table);                                                                                \

@@ -16,6 +16,11 @@ Concurrent builds are safe: a build holds an ``flock`` on a lock file per
 source, compiles into a temporary file in the cache directory and renames it
 into place; a process that waited on the lock finds the finished library.
 
+A library built from several files compiles each into an object of its
+own (cached the same way, keyed per file: editing one file recompiles that
+file only), the files in parallel (one compiler process per CPU), then links
+the objects; the link is cached by the objects' keys.
+
 A failed compile raises ``BuildError`` (a RuntimeError) carrying the
 compiler's own messages (file:line: error: ...); a successful one with
 compiler warnings issues a ``BuildWarning``.
@@ -35,6 +40,7 @@ import subprocess
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,19 +51,24 @@ if TYPE_CHECKING:
 
 __all__ = ["BuildError", "BuildWarning", "Built", "Source", "build", "cache_dir", "library_for", "load_user_table"]
 
-#: A source: a path (``.c``, ``.cu``, or an already built shared library), or
-#: C source text (a str with a newline in it).
-Source = Union[str, "os.PathLike[str]"]
+#: A path: of a ``.c`` or ``.cu`` file, or of an already built shared library.
+SourcePath = Union[str, "os.PathLike[str]"]
+#: A source: a path, C source text (a str with a newline in it), or a list of
+#: ``.c``/``.cu`` files built into one library (OPF_EXPORT_OP_PARTS).
+Source = Union[str, "os.PathLike[str]", Sequence[SourcePath]]
 
-#: Flags of every C build (user ops), before the include and library paths.
-C_FLAGS = ("-std=c11", "-O3", "-fPIC", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra", "-shared")
-#: Flags of every CUDA build (nvcc; the host compiler gets -fPIC and the warnings).
+#: Flags of every C compile (user ops), before the include paths.
+C_COMPILE_FLAGS = ("-std=c11", "-O3", "-fPIC", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wextra")
+#: Flags of every C build of a library from one source: its compile, and -shared.
+C_FLAGS = (*C_COMPILE_FLAGS, "-shared")
+#: Flags of every CUDA compile (nvcc; the host compiler gets -fPIC and the warnings).
 #: -fmad=false and -ffp-contract=off: a*b + c rounds twice, as in the C build, so
 #: the device and every CPU build agree bit for bit (see opforge_cuda.h).
-CUDA_FLAGS = (
-    "-x", "cu", "-std=c++17", "-O3", "-fmad=false", "-shared",
+CUDA_COMPILE_FLAGS = (
+    "-x", "cu", "-std=c++17", "-O3", "-fmad=false",
     "-Xcompiler=-fPIC,-fno-math-errno,-ffp-contract=off,-Wall,-Wextra,-Wno-missing-field-initializers",
 )  # fmt: skip
+CUDA_FLAGS = (*CUDA_COMPILE_FLAGS, "-shared")
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _KEY_LENGTH = 16  # hex digits of a key in file names
@@ -228,17 +239,24 @@ def _compile(
     base_key: str,
     directory: Path,
     display: str,
-) -> Built:
-    """Builds ``directory/lib<name>-<key>.so`` from ``source`` unless the cache
-    has it. ``command`` is the compiler and its flags, ``link`` the libraries
-    (after the source, which --as-needed linkers require); the source, output
-    and dependency-file arguments are added here."""
+    *,
+    output: str = "lib{}.so",
+    warn: bool = True,
+) -> tuple[Built, str]:
+    """Builds ``directory/lib<name>-<key>.so`` (``output`` names it from
+    ``<name>-<key>``: ``"{}.o"`` for an object) from ``source`` unless the
+    cache has it. ``command`` is the compiler and its flags, ``link`` the
+    libraries (after the source, which --as-needed linkers require); the
+    source, output and dependency-file arguments are added here. Returns the
+    build and what the compiler printed (warned about unless ``warn`` is
+    false)."""
     directory.mkdir(parents=True, exist_ok=True)
     stem = f"{name}-{base_key[:_KEY_LENGTH]}"
     manifest = directory / f"{stem}.deps.json"
+    suffix = output.rpartition("}")[2]
 
     def library_named(deps_digest: str) -> Path:
-        return directory / f"lib{name}-{_hash(base_key, deps_digest)[:_KEY_LENGTH]}.so"
+        return directory / output.format(f"{name}-{_hash(base_key, deps_digest)[:_KEY_LENGTH]}")
 
     def cached() -> Path | None:
         digest = _manifest_digest(manifest)
@@ -247,39 +265,39 @@ def _compile(
 
     library = cached()
     if library is not None:
-        return Built(library, _file_hash(library)[:_KEY_LENGTH])
+        return Built(library, _file_hash(library)[:_KEY_LENGTH]), ""
     with _locked(directory / f"{stem}.lock"):
         library = cached()  # built by another process while this one waited
         if library is not None:
-            return Built(library, _file_hash(library)[:_KEY_LENGTH])
-        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-lib{name}-", suffix=".so")
+            return Built(library, _file_hash(library)[:_KEY_LENGTH]), ""
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-{name}-", suffix=suffix)
         os.close(fd)
         deps_file = temp + ".d"
         # -MMD: the local (non-system) headers it includes, as a make rule
         full = [*command, str(source), "-o", temp, "-MMD", "-MF", deps_file, *link]
         try:
             result = subprocess.run(full, capture_output=True, text=True)
-            output = (result.stdout + result.stderr).strip()
+            printed = (result.stdout + result.stderr).strip()
             if result.returncode != 0:
                 raise BuildError(
-                    f"opforge: cannot compile {display}:\n{output}\n(command: {shlex.join(full)})",
+                    f"opforge: cannot compile {display}:\n{printed}\n(command: {shlex.join(full)})",
                     source=display,
                     command=full,
-                    output=output,
+                    output=printed,
                 )
             deps = sorted(
                 {os.path.abspath(d) for d in _parse_deps(Path(deps_file).read_text()) if Path(d) != source}
             )
             library = library_named(_deps_digest(deps))
             _write_atomically(manifest, json.dumps({"source": display, "deps": deps}, indent=1).encode())
-            os.chmod(temp, 0o755)
+            os.chmod(temp, 0o755 if suffix == ".so" else 0o644)
             os.replace(temp, library)
         finally:
             _remove(temp)
             _remove(deps_file)
-    if output:
-        warnings.warn(BuildWarning(f"opforge: compiling {display}:\n{output}"), stacklevel=4)
-    return Built(library, _file_hash(library)[:_KEY_LENGTH], compiled=True)
+    if printed and warn:
+        warnings.warn(BuildWarning(f"opforge: compiling {display}:\n{printed}"), stacklevel=4)
+    return Built(library, _file_hash(library)[:_KEY_LENGTH], compiled=True), printed
 
 
 # --------------------------------------------------------------------------
@@ -292,6 +310,39 @@ def is_source_text(source: Source) -> bool:
     return isinstance(source, str) and "\n" in source
 
 
+def source_files(source: Source) -> list[Path] | None:
+    """The files of a source given as a list of files, else None."""
+    if isinstance(source, (str, bytes)) or isinstance(source, os.PathLike):
+        return None
+    return [Path(os.fspath(item)).expanduser().absolute() for item in source]
+
+
+def source_label(source: Source) -> str:
+    """How messages name a source: its path, its files, or "<source text>"."""
+    files = source_files(source)
+    if files is not None:
+        return ", ".join(map(str, files))
+    return "<source text>" if is_source_text(source) else os.fspath(source)  # type: ignore[arg-type]
+
+
+def _toolchain(is_cuda: bool, compile_flags: Sequence[str], cflags: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The compiler, and its command (the compiler, opforge's flags, the
+    include path, ``cflags``) for C or CUDA."""
+    from . import get_include
+
+    compiler = cuda_compiler() if is_cuda else c_compiler()
+    return compiler, [*compiler, *compile_flags, f"-I{get_include()}", *cflags]
+
+
+def _link_flags(is_cuda: bool, ldflags: Sequence[str]) -> list[str]:
+    """libopforge (found at run time through an rpath), ``ldflags``, libm."""
+    from . import get_library_dir
+
+    library_dir = get_library_dir()
+    rpath = f"-Xlinker=-rpath,{library_dir}" if is_cuda else f"-Wl,-rpath,{library_dir}"
+    return [f"-L{library_dir}", "-lopforge", rpath, *ldflags, "-lm"]
+
+
 def build(
     source: Source,
     *,
@@ -301,14 +352,21 @@ def build(
     cuda: bool | None = None,
 ) -> Built:
     """Compiles a C (or, with nvcc, CUDA) op library from a ``.c``/``.cu``
-    file or from C source text, or takes it from the cache.
+    file, from C source text or from a list of ``.c``/``.cu`` files (whose
+    ops one of them exports with OPF_EXPORT_OP_PARTS), or takes it from the
+    cache.
 
-    ``name`` names the library (default: the file's stem, or "ops" for source
-    text); ``cflags``/``ldflags`` are added to opforge's own flags; ``cuda``
-    compiles source text as CUDA (files go by their suffix).
+    ``name`` names the library (default: the (first) file's stem, or "ops"
+    for source text); ``cflags``/``ldflags`` are added to opforge's own
+    flags; ``cuda`` compiles source text as CUDA (files go by their suffix,
+    unless ``cuda`` says otherwise). The files of a list compile in
+    parallel, each cached on its own.
     Raises BuildError with the compiler's messages when it fails."""
-    from . import get_include, get_library_dir
-
+    files = source_files(source)
+    if files is not None:
+        if len(files) == 1:
+            return build(files[0], name=name, cflags=cflags, ldflags=ldflags, cuda=cuda)
+        return _build_files(files, name=name, cflags=cflags, ldflags=ldflags, cuda=cuda)
     if is_source_text(source):
         content = str(source).encode()
         name = _safe_name(name or "ops")
@@ -321,7 +379,7 @@ def build(
         display = f"<source text> ({path})"
         location = ""
     else:
-        path = Path(os.fspath(source)).expanduser().absolute()
+        path = Path(os.fspath(source)).expanduser().absolute()  # type: ignore[arg-type]
         if not path.is_file():
             raise FileNotFoundError(f"opforge: no such source file: {path}")
         content = path.read_bytes()
@@ -329,20 +387,91 @@ def build(
         name = _safe_name(name or path.stem)
         display = str(path)
         location = str(path.parent)  # its local headers resolve from there
-    include, library_dir = get_include(), get_library_dir()
-    if is_cuda:
-        compiler = cuda_compiler()
-        command = [*compiler, *CUDA_FLAGS, f"-I{include}", *cflags]
-        rpath = f"-Xlinker=-rpath,{library_dir}"
-    else:
-        compiler = c_compiler()
-        command = [*compiler, *C_FLAGS, f"-I{include}", *cflags]
-        rpath = f"-Wl,-rpath,{library_dir}"
-    link = [f"-L{library_dir}", "-lopforge", rpath, *ldflags, "-lm"]
+    compiler, command = _toolchain(is_cuda, CUDA_FLAGS if is_cuda else C_FLAGS, cflags)
+    link = _link_flags(is_cuda, ldflags)
     key = _hash(
         "op-library", _opforge_version(), _compiler_identity(tuple(compiler)), *command, "--", *link, location, content
     )
-    return _compile(command, link, path, name, key, cache_dir() / "ops", display)
+    return _compile(command, link, path, name, key, cache_dir() / "ops", display)[0]
+
+
+def _build_files(
+    files: list[Path], *, name: str | None, cflags: Sequence[str], ldflags: Sequence[str], cuda: bool | None
+) -> Built:
+    """build() of a list of files: an object per file (compiled in
+    parallel, cached by file), then the library linked from them (cached by
+    the objects' keys), with nvcc where a file is CUDA."""
+    if not files:
+        raise ValueError("opforge: build() of a list of source files needs at least one file")
+    for path in files:
+        if not path.is_file():
+            raise FileNotFoundError(f"opforge: no such source file: {path}")
+        if path.suffix not in (".c", ".cu"):
+            raise ValueError(f"opforge: {path}: a library built from several files takes .c and .cu files only")
+    if len(set(files)) != len(files):
+        raise ValueError(f"opforge: a file appears twice in {', '.join(map(str, files))}")
+    name = _safe_name(name or files[0].stem)
+    cuda_files = [path.suffix == ".cu" if cuda is None else cuda for path in files]
+
+    def compile_one(index: int) -> tuple[Built, str]:
+        path, is_cuda = files[index], cuda_files[index]
+        compiler, command = _toolchain(is_cuda, (*(CUDA_COMPILE_FLAGS if is_cuda else C_COMPILE_FLAGS), "-c"), cflags)
+        key = _hash(
+            "op-object", _opforge_version(), _compiler_identity(tuple(compiler)), *command, str(path.parent),
+            path.read_bytes(),
+        )  # fmt: skip
+        return _compile(
+            command, (), path, f"{name}.{_safe_name(path.stem)}", key, cache_dir() / "ops" / "objects", str(path),
+            output="{}.o", warn=False,
+        )  # fmt: skip
+
+    results: list[tuple[Built, str] | BuildError] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(len(files), os.cpu_count() or 1))) as pool:
+        for future in [pool.submit(compile_one, i) for i in range(len(files))]:
+            try:
+                results.append(future.result())
+            except BuildError as exc:
+                results.append(exc)
+    failed = [r for r in results if isinstance(r, BuildError)]
+    if failed:
+        error = BuildError(
+            "\n".join(str(exc) for exc in failed), source=failed[0].source, command=failed[0].command,
+            output="\n".join(exc.output for exc in failed),
+        )  # fmt: skip
+        raise error
+    objects = [r for r in results if not isinstance(r, BuildError)]
+    for (_, printed), path in zip(objects, files):
+        if printed:
+            warnings.warn(BuildWarning(f"opforge: compiling {path}:\n{printed}"), stacklevel=3)
+    with_cuda = any(cuda_files)
+    linker = cuda_compiler() if with_cuda else c_compiler()
+    link = _link_flags(with_cuda, ldflags)
+    paths = [str(built.path) for built, _ in objects]
+    key = _hash("op-library-link", _opforge_version(), _compiler_identity(tuple(linker)), *linker, "--", *link, *paths)
+    directory = cache_dir() / "ops"
+    library = directory / f"lib{name}-{key[:_KEY_LENGTH]}.so"
+    compiled = any(built.compiled for built, _ in objects)
+    if not library.exists():
+        with _locked(directory / f"{name}-{key[:_KEY_LENGTH]}.lock"):
+            if not library.exists():
+                fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-{name}-", suffix=".so")
+                os.close(fd)
+                full = [*linker, "-shared", *paths, "-o", temp, *link]
+                try:
+                    result = subprocess.run(full, capture_output=True, text=True)
+                    printed = (result.stdout + result.stderr).strip()
+                    if result.returncode != 0:
+                        raise BuildError(
+                            f"opforge: cannot link {name} from {', '.join(map(str, files))}:\n{printed}\n"
+                            f"(command: {shlex.join(full)})",
+                            source=", ".join(map(str, files)), command=full, output=printed,
+                        )  # fmt: skip
+                    os.chmod(temp, 0o755)
+                    os.replace(temp, library)
+                    compiled = True
+                finally:
+                    _remove(temp)
+    return Built(library, _file_hash(library)[:_KEY_LENGTH], compiled=compiled)
 
 
 _loaded_libraries: dict[str, str] = {}  # real path -> digest of the file when first loaded
@@ -350,15 +479,16 @@ _loaded_libraries: dict[str, str] = {}  # real path -> digest of the file when f
 
 def library_for(source: Source, **options: object) -> Built:
     """A library to load for ``source``: built (and cached) from a ``.c``/``.cu``
-    file or C source text, or, for a shared library path, that library.
+    file, C source text or a list of files, or, for a shared library path,
+    that library.
 
     A shared library that this process has already loaded from the same path
     with other contents (it was rebuilt) is copied to a content-addressed
     file in the cache first: the dynamic loader would otherwise hand back the
     old library for that path."""
-    if is_source_text(source):
+    if is_source_text(source) or source_files(source) is not None:
         return build(source, **options)  # type: ignore[arg-type]
-    path = Path(os.fspath(source)).expanduser()
+    path = Path(os.fspath(source)).expanduser()  # type: ignore[arg-type]
     if path.suffix in (".c", ".cu"):
         return build(path, **options)  # type: ignore[arg-type]
     if options:
@@ -420,7 +550,7 @@ def build_adapter(framework: str, version: str, cflags: Sequence[str], ldflags: 
     return _compile(
         command, link, source, f"opforge_{framework}", key, cache_dir() / "adapters",
         f"the {framework} adapter ({source})",
-    )  # fmt: skip
+    )[0]  # fmt: skip
 
 
 def prebuilt_adapter(framework: str, version: str) -> Path | None:

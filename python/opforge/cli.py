@@ -1,6 +1,6 @@
 """The ``opforge`` command (also ``python -m opforge ...``):
 
-- ``opforge build myops.c [-o libmyops.so]``: compiles an op library (cached)
+- ``opforge build myops.c [more.c ...] [-o libmyops.so]``: compiles an op library (cached)
   and lists its ops with their signatures;
 - ``opforge new NAME``: writes a small working project of one's own ops;
 - ``opforge config --cflags --libs ...``: paths and flags for C build systems
@@ -78,7 +78,7 @@ def build_main(args: argparse.Namespace) -> int:
         try:
             built = build(args.source, name=args.name, cflags=shlex.split(args.cflags),
                           ldflags=shlex.split(args.ldflags))  # fmt: skip
-        except (BuildError, FileNotFoundError) as exc:
+        except (BuildError, FileNotFoundError, ValueError) as exc:
             print(exc, file=sys.stderr)
             return 1
     for warning in caught:
@@ -159,14 +159,16 @@ def make_parser() -> argparse.ArgumentParser:
     build = commands.add_parser(
         "build",
         help="compile an op library from C source and list its ops",
-        description="Compiles a C (or, with nvcc, .cu) file holding an op table (OPF_EXPORT_OP_TABLE) into a "
-        "shared library linked with libopforge, with warnings on; the result is cached (OPFORGE_CACHE_DIR) "
-        "and reused while the source, its local headers, the flags and the compiler are unchanged. Prints "
-        "the library's path and its ops' signatures.",
+        description="Compiles a C (or, with nvcc, .cu) file holding an op table (OPF_EXPORT_OPS) into a "
+        "shared library linked with libopforge, with warnings on; or several files, each compiled on its own "
+        "and in parallel, one of which exports the others' ops (OPF_EXPORT_OP_PARTS). The result is cached "
+        "(OPFORGE_CACHE_DIR) and reused while the sources, their local headers, the flags and the compiler "
+        "are unchanged; of several files, only those that changed are compiled again. Prints the library's "
+        "path and its ops' signatures.",
     )
-    build.add_argument("source", help="the .c or .cu file")
+    build.add_argument("source", nargs="+", help="the .c or .cu file, or files")
     build.add_argument("-o", "--output", help="copy the library here (default: leave it in the cache)")
-    build.add_argument("--name", help="name of the library (default: the source file's stem)")
+    build.add_argument("--name", help="name of the library (default: the (first) source file's stem)")
     build.add_argument("--cflags", default="", help="extra compiler flags, e.g. '-DNDEBUG -I include'")
     build.add_argument("--ldflags", default="", help="extra linker flags, e.g. '-L lib -lfoo'")
     build.set_defaults(main=build_main)

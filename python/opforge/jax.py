@@ -751,8 +751,8 @@ class OpNamespace:
 def load_ops(source: Source, **build_options: Any) -> OpNamespace:
     """Loads a user library exporting ``opforge_op_table`` and registers its ops with XLA.
 
-    ``source`` is a shared library, a ``.c`` (or ``.cu``) file, or C source
-    text; sources are compiled by opforge and cached (``build_options``:
+    ``source`` is a shared library, a ``.c`` (or ``.cu``) file, C source
+    text, or a list of ``.c``/``.cu`` files (``OPF_EXPORT_OP_PARTS``); sources are compiled by opforge and cached (``build_options``:
     ``name``, ``cflags``, ``ldflags``; see ``opforge.build``).
 
     Its ops become functions of the returned namespace, named after the rows,

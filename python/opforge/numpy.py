@@ -775,8 +775,8 @@ def load_ops(source: Source, **build_options: Any) -> OpNamespace:
     validates it (``opf_op_table_validate``) and returns its ops as NumPy
     functions. Error messages name them ``<table name>.<op>``.
 
-    ``source`` is a shared library, a ``.c`` (or ``.cu``) file, or C source
-    text; sources are compiled by opforge and cached (``build_options``:
+    ``source`` is a shared library, a ``.c`` (or ``.cu``) file, C source
+    text, or a list of ``.c``/``.cu`` files (``OPF_EXPORT_OP_PARTS``); sources are compiled by opforge and cached (``build_options``:
     ``name``, ``cflags``, ``ldflags``; see ``opforge.build``). Each load of a
     changed source or library gets the new code (a namespace loaded before
     keeps the code it was loaded with)."""

@@ -42,7 +42,7 @@ import tensorflow as tf
 from cffi import FFI
 
 from . import get_adapter_library
-from ._build import Source, is_source_text, load_user_table
+from ._build import Source, is_source_text, load_user_table, source_label
 from ._table import (
     GradSource,
     OpDef,
@@ -308,8 +308,8 @@ def load_ops(source: Source, prefix: Optional[str] = None, **build_options: Any)
     """Registers the op table of a user library (``OPF_EXPORT_OP_TABLE``) with
     TensorFlow and returns its ops as Python functions (with gradients).
 
-    ``source`` is a shared library, a ``.c`` file, or C source text; sources
-    are compiled by opforge and cached (``build_options``: ``name``,
+    ``source`` is a shared library, a ``.c`` file, C source text, or a list
+    of ``.c``/``.cu`` files; sources are compiled by opforge and cached (``build_options``: ``name``,
     ``cflags``, ``ldflags``; see ``opforge.build``).
 
     Op names are ``prefix`` + CamelCase of the row's name; ``prefix`` defaults
@@ -323,7 +323,7 @@ def load_ops(source: Source, prefix: Optional[str] = None, **build_options: Any)
     prefix = _camel(table.name) if prefix is None else prefix
     if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", prefix):
         raise ValueError(f"opforge.tensorflow.load_ops: prefix {prefix!r} must be CamelCase letters and digits")
-    label = os.fspath(built.path) if is_source_text(source) else os.fspath(source)
+    label = os.fspath(built.path) if is_source_text(source) else source_label(source)
     with _register_lock:  # the adapter's error message is the last registration's
         previous = _loaded.get(prefix)
         if previous is not None:

@@ -1033,6 +1033,42 @@ const opf_op_table *opf_ops_resolve(const opf_ops_decl *decl) {
     return &r->table;
 }
 
+const opf_op_table *opf_ops_resolve_parts(uint32_t abi_version, const char *name, const opf_op_decl *const *parts) {
+    opf_clear_error();
+    if (name == NULL || parts == NULL) {
+        opf_fail(OPF_E_INVALID, "opf_ops_resolve_parts", "the table's name and its list of parts must not be NULL");
+        return NULL;
+    }
+    if (abi_version != OPF_TABLE_ABI_VERSION) { /* (the parts' rows have another layout: not read) */
+        opf_fail(OPF_E_INVALID, "opf_ops_resolve_parts",
+                 "table '%s' was built for table ABI version %u; this opforge reads version %d: rebuild it", name,
+                 (unsigned)abi_version, OPF_TABLE_ABI_VERSION);
+        return NULL;
+    }
+    size_t count = 0;
+    for (size_t p = 0; parts[p] != NULL; p++) {
+        for (const opf_op_decl *d = parts[p]; d->signature != NULL; d++) {
+            count++;
+        }
+    }
+    opf_op_decl *all = malloc((count + 1) * sizeof *all);
+    if (all == NULL) {
+        opf_fail(OPF_E_NOMEM, "opf_ops_resolve_parts", "out of memory resolving table '%s'", name);
+        return NULL;
+    }
+    size_t at = 0;
+    for (size_t p = 0; parts[p] != NULL; p++) {
+        for (const opf_op_decl *d = parts[p]; d->signature != NULL; d++) {
+            all[at++] = *d;
+        }
+    }
+    all[at] = (opf_op_decl){0};
+    const opf_ops_decl decl = {abi_version, name, all};
+    const opf_op_table *table = opf_ops_resolve(&decl); /* (keeps no pointer into `all`) */
+    free(all);
+    return table;
+}
+
 void opf_ops_release(const opf_op_table *table) {
     /* The table is the first member of its allocation. */
     free((void *)(uintptr_t)table);

@@ -1049,8 +1049,43 @@ TEST(test_declaration_mistakes) {
     CHECK(opf_ops_resolve(NULL) == NULL, "NULL accepted");
 }
 
+/* A table declared in parts (opf_ops_resolve_parts, OPF_EXPORT_OP_PARTS): every
+ * part's rows in order, a part's gradient rule naming a row of another part;
+ * the ABI version checked before any part is read; a part's mistake named. */
+static void test_resolve_parts(void) {
+    const opf_op_decl first[] = {{"sq(x) -> y", .eltwise = &sq_plus, .grad = "dx, _ = sum_diff(dy, dy)"}, {0}};
+    const opf_op_decl empty[] = {{0}};
+    const opf_op_decl second[] = {
+        {"sum_diff(a, b) -> (s, d)", .eltwise = &sum_diff}, {"sq_too(x) -> y", .eltwise = &sq_plus}, {0}};
+    const opf_op_decl *const parts[] = {first, empty, second, NULL};
+    const opf_op_table *t = opf_ops_resolve_parts(OPF_TABLE_ABI_VERSION, "parted", parts);
+    if (CHECK(t != NULL, "parts refused: %s", opf_last_error())) {
+        CHECK(t->num_ops == 3, "%lld ops", (long long)t->num_ops);
+        const char *want[] = {"sq", "sum_diff", "sq_too"};
+        for (int i = 0; i < 3 && i < t->num_ops; i++) {
+            CHECK(strcmp(t->ops[i]->name, want[i]) == 0, "op %d is %s, expected %s", i, t->ops[i]->name, want[i]);
+        }
+        CHECK(strcmp(t->name, "parted") == 0, "table name %s", t->name);
+        opf_ops_release(t);
+    }
+    const opf_op_decl *const none[] = {NULL};
+    t = opf_ops_resolve_parts(OPF_TABLE_ABI_VERSION, "parted", none);
+    CHECK(t != NULL && t->num_ops == 0, "no parts: %s", opf_last_error());
+    opf_ops_release(t);
+    const opf_op_decl wrong[] = {{"sq2(x) -> (y, z)", .eltwise = &sq_plus}, {0}};
+    const opf_op_decl *const with_wrong[] = {first, second, wrong, NULL};
+    CHECK(opf_ops_resolve_parts(OPF_TABLE_ABI_VERSION, "parted", with_wrong) == NULL, "a wrong row accepted");
+    CHECK_CONTAINS(opf_last_error(), "table 'parted', op 3 (\"sq2(x) -> (y, z)\")");
+    CHECK(opf_ops_resolve_parts(OPF_TABLE_ABI_VERSION - 1, "parted", parts) == NULL, "an older ABI accepted");
+    CHECK_CONTAINS(opf_last_error(), "table 'parted' was built for table ABI version");
+    CHECK(opf_ops_resolve_parts(OPF_TABLE_ABI_VERSION, "parted", NULL) == NULL, "NULL parts accepted");
+    CHECK_CONTAINS(opf_last_error(), "must not be NULL");
+    CHECK(opf_ops_resolve_parts(OPF_TABLE_ABI_VERSION, NULL, parts) == NULL, "NULL name accepted");
+}
+
 int main(void) {
     RUN_TEST(test_resolve);
+    RUN_TEST(test_resolve_parts);
     RUN_TEST(test_eltwise_layouts);
     RUN_TEST(test_eltwise_two_outputs);
     RUN_TEST(test_eltwise_one_input_large);

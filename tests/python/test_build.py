@@ -299,6 +299,136 @@ def test_the_examples_ops_built_by_nvcc_have_cuda_builds_of_their_row_kernels() 
     np.testing.assert_array_equal(ops.rowsum(np.ones((2, 0))), [0.0, 0.0])
 
 
+# -- a library built from several files ----------------------------------------
+
+PARTS_H = """
+#include <opforge.h>
+OPF_OP_PART(scale_ops);
+OPF_OP_PART(shift_ops);
+"""
+SCALE_C = """
+#include "parts.h"
+OPF_ELTWISE_KERNEL(scale3, (x), (y), y = 3 * x;)
+const opf_op_decl scale_ops[] = {
+    {"scale3(x) -> y", .doc = "3 x", .grad = "dx = scale3(dy)", .eltwise = &scale3},
+    {0},
+};
+"""
+SHIFT_C = """
+#include "parts.h"
+OPF_ELTWISE_KERNEL(shifted, (x), (y), y = x + (T)SHIFT;)
+const opf_op_decl shift_ops[] = {
+    {"shift_scale(x) -> y", .doc = "3 x + SHIFT", .grad = "dx = scale3(dy)", .eltwise = &shifted},
+    {0},
+};
+"""
+TABLE_C = """
+#include "parts.h"
+OPF_EXPORT_OP_PARTS("parted", scale_ops, shift_ops)
+"""
+
+
+def write_parts(directory: Path, shift: float = 1.0) -> list[Path]:
+    """The table file and its two parts (shift_scale adds ``shift``)."""
+    (directory / "parts.h").write_text(PARTS_H)
+    (directory / "scale.c").write_text(SCALE_C)
+    (directory / "shift.c").write_text(SHIFT_C.replace("x + (T)SHIFT", f"3 * x + (T){shift!r}"))
+    (directory / "table.c").write_text(TABLE_C)
+    return [directory / "table.c", directory / "scale.c", directory / "shift.c"]
+
+
+def objects(cache: Path) -> list[str]:
+    return sorted(path.name.rsplit("-", 1)[0] for path in (cache / "ops" / "objects").glob("*.o"))
+
+
+def test_a_library_of_several_files_is_linked_from_an_object_per_file(tmp_path: Path, cache: Path) -> None:
+    files = write_parts(tmp_path)
+    first = opforge.build(files)
+    assert first.compiled and first.path.name.startswith("libtable-") and first.path.parent == cache / "ops"
+    assert objects(cache) == ["table.scale", "table.shift", "table.table"]
+    assert opforge.build(files) == _build.Built(first.path, first.digest, compiled=False)
+    ops = onp.load_ops(files)
+    assert [op.name for op in ops.__opforge_table__.ops] == ["scale3", "shift_scale"]  # the parts' rows, in order
+    x = np.linspace(-2.0, 2.0, 7)
+    np.testing.assert_array_equal(ops.scale3(x), 3 * x)
+    np.testing.assert_array_equal(ops.shift_scale(x), 3 * x + 1.0)
+    # one file edited: that file alone is compiled again, and the library linked again
+    (tmp_path / "shift.c").write_text(SHIFT_C.replace("x + (T)SHIFT", "3 * x + (T)5.0"))
+    scale_object = next((cache / "ops" / "objects").glob("table.scale-*.o")).stat().st_mtime_ns
+    edited = opforge.build(files)
+    assert edited.compiled and edited.path != first.path
+    assert objects(cache) == ["table.scale", "table.shift", "table.shift", "table.table"]
+    assert next((cache / "ops" / "objects").glob("table.scale-*.o")).stat().st_mtime_ns == scale_object
+    np.testing.assert_array_equal(onp.load_ops(files).shift_scale(x), 3 * x + 5.0)
+    # a header the files share is part of each file's key
+    (tmp_path / "parts.h").write_text(PARTS_H + "#define UNUSED_HERE 1\n")
+    assert opforge.build(files).compiled
+    assert opforge.build(files, name="other").path.name.startswith("libother-")
+
+
+def test_a_gradient_rule_may_name_a_row_of_another_part(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    import opforge.torch as ot
+
+    ops = ot.load_ops(write_parts(tmp_path, shift=2.0))
+    x = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64, requires_grad=True)
+    y = ops.shift_scale(x)
+    torch.testing.assert_close(y, 3 * x.detach() + 2.0, rtol=0, atol=0)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(g, torch.full_like(g, 3.0), rtol=0, atol=0)
+
+
+def test_a_compile_error_in_any_file_names_that_file(tmp_path: Path, cache: Path) -> None:
+    files = write_parts(tmp_path)
+    files[2].write_text(SHIFT_C.replace("x + (T)SHIFT", "x + undeclared_shift"))
+    with pytest.raises(opforge.BuildError) as caught:
+        opforge.build(files)
+    assert f"{files[2]}:" in str(caught.value) and "undeclared_shift" in str(caught.value)
+    assert caught.value.source == str(files[2]) and str(files[1]) not in str(caught.value)
+    files[1].write_text(SCALE_C.replace("3 * x", "3 * x +"))  # two files wrong: both named
+    with pytest.raises(opforge.BuildError) as caught:
+        opforge.build(files)
+    assert f"{files[1]}:" in str(caught.value) and f"{files[2]}:" in str(caught.value)
+    assert not list((cache / "ops").glob("*.so")), "nothing is linked from a failed build"
+
+
+def test_two_files_that_export_a_table_do_not_link(tmp_path: Path) -> None:
+    files = write_parts(tmp_path)
+    files[1].write_text(SCALE_C + 'OPF_EXPORT_OPS("scales", scale_ops)\n')
+    with pytest.raises(opforge.BuildError, match=r"(?s)cannot link table from .*table\.c.*opforge_op_table"):
+        opforge.build(files)
+
+
+def test_a_list_of_files_is_checked(tmp_path: Path) -> None:
+    files = write_parts(tmp_path)
+    with pytest.raises(FileNotFoundError, match="nowhere.c"):
+        opforge.build([*files, tmp_path / "nowhere.c"])
+    with pytest.raises(ValueError, match="appears twice"):
+        opforge.build([*files, files[1]])
+    with pytest.raises(ValueError, match=r"parts\.h: a library built from several files takes \.c and \.cu"):
+        opforge.build([*files, tmp_path / "parts.h"])
+    with pytest.raises(ValueError, match="at least one file"):
+        opforge.build([])
+    assert opforge.build([tmp_path / "scale.c"]).path.name.startswith("libscale-")  # one file: as build(file)
+
+
+def test_a_library_of_c_and_cuda_files_is_linked_by_nvcc(tmp_path: Path) -> None:
+    if not have_nvcc():
+        pytest.skip("needs nvcc")
+    files = write_parts(tmp_path)
+    cuda_table, cuda_part = tmp_path / "table.cu", tmp_path / "shift.cu"
+    files[0].rename(cuda_table)  # OPF_EXPORT_OP_PARTS as C++
+    files[2].rename(cuda_part)
+    ops = onp.load_ops([cuda_table, files[1], cuda_part])  # the CPU builds; test_cuda runs CUDA builds on a device
+    x = np.arange(4.0, dtype=np.float32)
+    np.testing.assert_array_equal(ops.shift_scale(x), 3 * x + 1.0)
+    table = ops.__opforge_table__
+    from opforge._capi import ffi
+
+    kinds = {op.name: op.cdata.eltwise.cuda != ffi.NULL for op in table.ops}
+    assert kinds == {"scale3": False, "shift_scale": True}  # nvcc compiled the .cu file's kernel for the device
+
+
 # -- reloading in NumPy -------------------------------------------------------
 
 
@@ -339,6 +469,14 @@ def test_opforge_build_lists_the_ops(tmp_path: Path) -> None:
     np.testing.assert_array_equal(onp.load_ops(output).times(np.ones(1), shift=1.0), [3.0])
     again = subprocess.run([*OPFORGE, "build", str(source)], capture_output=True, text=True)
     assert again.returncode == 0 and "(from the cache)" in again.stdout
+
+
+def test_opforge_build_links_several_files(tmp_path: Path) -> None:
+    files = write_parts(tmp_path)
+    result = subprocess.run([*OPFORGE, "build", *map(str, files), "--name", "parted"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "libparted-" in result.stdout and "(compiled)" in result.stdout
+    assert "table 'parted': 2 ops" in result.stdout and "shift_scale(x) -> y" in result.stdout
 
 
 def test_opforge_build_shows_compile_errors(tmp_path: Path) -> None:

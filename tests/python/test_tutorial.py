@@ -38,7 +38,10 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_tutorial_has_its_examples() -> None:
-    assert set(C_FILES) == {"relu_ops.c", "myop_ops.c", "add_ops.c", "softmax_ops.c", "linear_ops.c"}
+    assert set(C_FILES) == {
+        "relu_ops.c", "myop_ops.c", "add_ops.c", "softmax_ops.c", "linear_ops.c",
+        "my_parts.h", "act_ops.c", "row_ops.c", "my_lib.c",
+    }  # fmt: skip
     assert len(PYTHON) >= 7
 
 
@@ -71,8 +74,9 @@ class Framework:
         if name != "numpy" and importlib.util.find_spec(name) is None:
             pytest.skip(f"{name} is not installed")
 
-    def ops(self, file: str) -> Callable[[str], Callable[..., Any]]:
-        path = self.workdir / file
+    def ops(self, file: str, *more: str) -> Callable[[str], Callable[..., Any]]:
+        """The ops of ``file`` (and of ``more`` files, built into one library with it)."""
+        path: Any = [self.workdir / f for f in (file, *more)] if more else self.workdir / file
         table = file.removesuffix(".c")
         if self.name == "numpy":
             import opforge.numpy as onp
@@ -156,3 +160,11 @@ def test_linear_everywhere(framework: Framework) -> None:
     op = framework.ops("linear_ops.c")
     x, w = np.random.default_rng(2).standard_normal((3, 4)), np.random.default_rng(3).standard_normal((4, 5))
     close(op("linear")(x, w), x @ w, rtol=1e-12)
+
+
+def test_a_library_in_several_files_everywhere(framework: Framework) -> None:
+    op = framework.ops("my_lib.c", "act_ops.c", "row_ops.c")
+    x = np.random.default_rng(8).standard_normal((3, 5))
+    close(op("softsign")(x), x / (1 + np.abs(x)))
+    close(op("softsign_grad")(np.ones_like(x), x), 1 / (1 + np.abs(x)) ** 2)
+    close(op("center")(x), x - x.mean(axis=-1, keepdims=True))

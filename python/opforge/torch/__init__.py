@@ -679,8 +679,8 @@ def load_ops(source: Source, **build_options: Any) -> Any:
     """Registers the op table of a user library (``OPF_EXPORT_OP_TABLE``) and
     returns ``torch.ops.<table name>``.
 
-    ``source`` is a shared library, a ``.c`` (or ``.cu``) file, or C source
-    text; sources are compiled by opforge and cached (``build_options``:
+    ``source`` is a shared library, a ``.c`` (or ``.cu``) file, C source
+    text, or a list of ``.c``/``.cu`` files (``OPF_EXPORT_OP_PARTS``); sources are compiled by opforge and cached (``build_options``:
     ``name``, ``cflags``, ``ldflags``; see ``opforge.build``). A compile error
     raises ``opforge.BuildError`` with the compiler's messages.
 
