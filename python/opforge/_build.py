@@ -364,8 +364,6 @@ def build(
     Raises BuildError with the compiler's messages when it fails."""
     files = source_files(source)
     if files is not None:
-        if len(files) == 1:
-            return build(files[0], name=name, cflags=cflags, ldflags=ldflags, cuda=cuda)
         return _build_files(files, name=name, cflags=cflags, ldflags=ldflags, cuda=cuda)
     if is_source_text(source):
         content = str(source).encode()
@@ -400,7 +398,8 @@ def _build_files(
 ) -> Built:
     """build() of a list of files: an object per file (compiled in
     parallel, cached by file), then the library linked from them (cached by
-    the objects' keys), with nvcc where a file is CUDA."""
+    the objects' keys), with nvcc where a file is CUDA; a list of one file
+    is built as that file."""
     if not files:
         raise ValueError("opforge: build() of a list of source files needs at least one file")
     for path in files:
@@ -410,6 +409,8 @@ def _build_files(
             raise ValueError(f"opforge: {path}: a library built from several files takes .c and .cu files only")
     if len(set(files)) != len(files):
         raise ValueError(f"opforge: a file appears twice in {', '.join(map(str, files))}")
+    if len(files) == 1:
+        return build(files[0], name=name, cflags=cflags, ldflags=ldflags, cuda=cuda)
     name = _safe_name(name or files[0].stem)
     cuda_files = [path.suffix == ".cu" if cuda is None else cuda for path in files]
 

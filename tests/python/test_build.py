@@ -410,6 +410,9 @@ def test_a_list_of_files_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least one file"):
         opforge.build([])
     assert opforge.build([tmp_path / "scale.c"]).path.name.startswith("libscale-")  # one file: as build(file)
+    library = compile_op_library(tmp_path, "plainlib", times_source("plainlib", 1.0))
+    with pytest.raises(ValueError, match=r"plainlib\.so: a library built from several files takes \.c and \.cu"):
+        onp.load_ops([library])  # a shared library goes alone, not in a list
 
 
 def test_a_library_of_c_and_cuda_files_is_linked_by_nvcc(tmp_path: Path) -> None:
