@@ -287,6 +287,7 @@ cdef extern from "opforge.h" nogil:
         const opf_op_decl *ops
 
     const opf_op_table *opf_ops_resolve(const opf_ops_decl *decl)
+    const opf_op_table *opf_ops_resolve_parts(uint32_t abi_version, const char *name, const opf_op_decl *const *parts)
     void opf_ops_release(const opf_op_table *table)
 
     # -- built-in ops -------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 from oplib import compile_op_library
+from partslib import SCALE_C, SHIFT_C, write_parts
 from reloadlib import times_source
 
 import opforge
@@ -301,42 +302,6 @@ def test_the_examples_ops_built_by_nvcc_have_cuda_builds_of_their_row_kernels() 
 
 # -- a library built from several files ----------------------------------------
 
-PARTS_H = """
-#include <opforge.h>
-OPF_OP_PART(scale_ops);
-OPF_OP_PART(shift_ops);
-"""
-SCALE_C = """
-#include "parts.h"
-OPF_ELTWISE_KERNEL(scale3, (x), (y), y = 3 * x;)
-const opf_op_decl scale_ops[] = {
-    {"scale3(x) -> y", .doc = "3 x", .grad = "dx = scale3(dy)", .eltwise = &scale3},
-    {0},
-};
-"""
-SHIFT_C = """
-#include "parts.h"
-OPF_ELTWISE_KERNEL(shifted, (x), (y), y = x + (T)SHIFT;)
-const opf_op_decl shift_ops[] = {
-    {"shift_scale(x) -> y", .doc = "3 x + SHIFT", .grad = "dx = scale3(dy)", .eltwise = &shifted},
-    {0},
-};
-"""
-TABLE_C = """
-#include "parts.h"
-OPF_EXPORT_OP_PARTS("parted", scale_ops, shift_ops)
-"""
-
-
-def write_parts(directory: Path, shift: float = 1.0) -> list[Path]:
-    """The table file and its two parts (shift_scale adds ``shift``)."""
-    (directory / "parts.h").write_text(PARTS_H)
-    (directory / "scale.c").write_text(SCALE_C)
-    (directory / "shift.c").write_text(SHIFT_C.replace("x + (T)SHIFT", f"3 * x + (T){shift!r}"))
-    (directory / "table.c").write_text(TABLE_C)
-    return [directory / "table.c", directory / "scale.c", directory / "shift.c"]
-
-
 def objects(cache: Path) -> list[str]:
     return sorted(path.name.rsplit("-", 1)[0] for path in (cache / "ops" / "objects").glob("*.o"))
 
@@ -361,21 +326,9 @@ def test_a_library_of_several_files_is_linked_from_an_object_per_file(tmp_path: 
     assert next((cache / "ops" / "objects").glob("table.scale-*.o")).stat().st_mtime_ns == scale_object
     np.testing.assert_array_equal(onp.load_ops(files).shift_scale(x), 3 * x + 5.0)
     # a header the files share is part of each file's key
-    (tmp_path / "parts.h").write_text(PARTS_H + "#define UNUSED_HERE 1\n")
+    (tmp_path / "parts.h").write_text((tmp_path / "parts.h").read_text() + "#define UNUSED_HERE 1\n")
     assert opforge.build(files).compiled
     assert opforge.build(files, name="other").path.name.startswith("libother-")
-
-
-def test_a_gradient_rule_may_name_a_row_of_another_part(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
-    import opforge.torch as ot
-
-    ops = ot.load_ops(write_parts(tmp_path, shift=2.0))
-    x = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64, requires_grad=True)
-    y = ops.shift_scale(x)
-    torch.testing.assert_close(y, 3 * x.detach() + 2.0, rtol=0, atol=0)
-    (g,) = torch.autograd.grad(y.sum(), x)
-    torch.testing.assert_close(g, torch.full_like(g, 3.0), rtol=0, atol=0)
 
 
 def test_a_compile_error_in_any_file_names_that_file(tmp_path: Path, cache: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from partslib import write_parts  # tests/python: a library in several files
 from test_user_ops import compile_library, ref_negate  # tests/python: the NumPy adapter's user library
 
 import opforge.torch as ot
@@ -51,3 +52,15 @@ def test_invalid_table_is_rejected(tmp_path: Path) -> None:
     library = compile_library(tmp_path, "brokenops", "-DBROKEN_ABI")
     with pytest.raises(ValueError, match="999|abi|ABI"):
         ot.load_ops(library)
+
+
+def test_a_library_of_several_files_differentiates_across_its_parts(tmp_path: Path) -> None:
+    """shift_scale's gradient rule names scale3, a row of another file's part."""
+    ops = ot.load_ops(write_parts(tmp_path, shift=2.0))
+    x = torch.linspace(-1.0, 1.0, 5, dtype=torch.float64, requires_grad=True)
+    y = ops.shift_scale(x)
+    torch.testing.assert_close(y, 3 * x.detach() + 2.0, rtol=0, atol=0)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(g, torch.full_like(g, 3.0), rtol=0, atol=0)
+    assert torch.autograd.gradcheck(ops.shift_scale, (x,))
+    assert torch.autograd.gradgradcheck(ops.shift_scale, (x,))
