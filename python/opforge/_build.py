@@ -426,53 +426,59 @@ def _build_files(
             output="{}.o", warn=False,
         )  # fmt: skip
 
-    results: list[tuple[Built, str] | BuildError] = []
     with ThreadPoolExecutor(max_workers=max(1, min(len(files), os.cpu_count() or 1))) as pool:
-        for future in [pool.submit(compile_one, i) for i in range(len(files))]:
-            try:
-                results.append(future.result())
-            except BuildError as exc:
-                results.append(exc)
-    failed = [r for r in results if isinstance(r, BuildError)]
-    if failed:
-        error = BuildError(
-            "\n".join(str(exc) for exc in failed), source=failed[0].source, command=failed[0].command,
-            output="\n".join(exc.output for exc in failed),
-        )  # fmt: skip
-        raise error
-    objects = [r for r in results if not isinstance(r, BuildError)]
-    for (_, printed), path in zip(objects, files):
+        futures = [pool.submit(compile_one, i) for i in range(len(files))]
+    objects: list[Built] = []
+    failed: list[BuildError] = []
+    for future, path in zip(futures, files):
+        try:
+            built, printed = future.result()
+        except BuildError as exc:
+            failed.append(exc)
+            continue
+        objects.append(built)
         if printed:
             warnings.warn(BuildWarning(f"opforge: compiling {path}:\n{printed}"), stacklevel=3)
-    with_cuda = any(cuda_files)
+    if failed:  # every failing file's messages
+        raise BuildError(
+            "\n".join(map(str, failed)), source=failed[0].source, command=failed[0].command,
+            output="\n".join(exc.output for exc in failed),
+        )  # fmt: skip
+    library, linked = _link(objects, name, any(cuda_files), ldflags, ", ".join(map(str, files)))
+    return Built(library, _file_hash(library)[:_KEY_LENGTH], compiled=linked or any(o.compiled for o in objects))
+
+
+def _link(objects: list[Built], name: str, with_cuda: bool, ldflags: Sequence[str], display: str) -> tuple[Path, bool]:
+    """``lib<name>-<key>.so`` linked from ``objects`` (by nvcc ``with_cuda``),
+    keyed by the objects' paths (which carry their keys), unless the cache
+    has it; and whether this call linked it."""
     linker = cuda_compiler() if with_cuda else c_compiler()
     link = _link_flags(with_cuda, ldflags)
-    paths = [str(built.path) for built, _ in objects]
+    paths = [str(built.path) for built in objects]
     key = _hash("op-library-link", _opforge_version(), _compiler_identity(tuple(linker)), *linker, "--", *link, *paths)
     directory = cache_dir() / "ops"
     library = directory / f"lib{name}-{key[:_KEY_LENGTH]}.so"
-    compiled = any(built.compiled for built, _ in objects)
-    if not library.exists():
-        with _locked(directory / f"{name}-{key[:_KEY_LENGTH]}.lock"):
-            if not library.exists():
-                fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-{name}-", suffix=".so")
-                os.close(fd)
-                full = [*linker, "-shared", *paths, "-o", temp, *link]
-                try:
-                    result = subprocess.run(full, capture_output=True, text=True)
-                    printed = (result.stdout + result.stderr).strip()
-                    if result.returncode != 0:
-                        raise BuildError(
-                            f"opforge: cannot link {name} from {', '.join(map(str, files))}:\n{printed}\n"
-                            f"(command: {shlex.join(full)})",
-                            source=", ".join(map(str, files)), command=full, output=printed,
-                        )  # fmt: skip
-                    os.chmod(temp, 0o755)
-                    os.replace(temp, library)
-                    compiled = True
-                finally:
-                    _remove(temp)
-    return Built(library, _file_hash(library)[:_KEY_LENGTH], compiled=compiled)
+    if library.exists():
+        return library, False
+    with _locked(directory / f"{name}-{key[:_KEY_LENGTH]}.lock"):
+        if library.exists():  # linked by another process while this one waited
+            return library, False
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-{name}-", suffix=".so")
+        os.close(fd)
+        full = [*linker, "-shared", *paths, "-o", temp, *link]
+        try:
+            result = subprocess.run(full, capture_output=True, text=True)
+            printed = (result.stdout + result.stderr).strip()
+            if result.returncode != 0:
+                raise BuildError(
+                    f"opforge: cannot link {name} from {display}:\n{printed}\n(command: {shlex.join(full)})",
+                    source=display, command=full, output=printed,
+                )  # fmt: skip
+            os.chmod(temp, 0o755)
+            os.replace(temp, library)
+        finally:
+            _remove(temp)
+    return library, True
 
 
 _loaded_libraries: dict[str, str] = {}  # real path -> digest of the file when first loaded
