@@ -21,6 +21,9 @@ own (cached the same way, keyed per file: editing one file recompiles that
 file only), the files in parallel (one compiler process per CPU), then links
 the objects; the link is cached by the objects' keys.
 
+The cache is kept under a size limit, least recently used files first
+(``_cache``: ``OPFORGE_CACHE_SIZE``, ``opforge cache``).
+
 A failed compile raises ``BuildError`` (a RuntimeError) carrying the
 compiler's own messages (file:line: error: ...); a successful one with
 compiler warnings issues a ``BuildWarning``.
@@ -204,6 +207,18 @@ def _remove(path: Union[str, Path]) -> None:
         pass
 
 
+def _mark_used(*paths: Path) -> None:
+    from . import _cache  # (imported here: setup.py loads this file on its own)
+
+    _cache.mark_used(*paths)
+
+
+def _trim() -> None:
+    from . import _cache
+
+    _cache.trim()
+
+
 def _parse_deps(text: str) -> list[str]:
     """The prerequisites of a make rule written by ``-MMD`` (escaped spaces kept)."""
     body = text.replace("\\\n", " ")
@@ -263,13 +278,17 @@ def _compile(
         library = None if digest is None else library_named(digest)
         return library if library is not None and library.exists() else None
 
+    def hit(library: Path) -> tuple[Built, str]:
+        _mark_used(library, manifest)
+        return Built(library, _file_hash(library)[:_KEY_LENGTH]), ""
+
     library = cached()
     if library is not None:
-        return Built(library, _file_hash(library)[:_KEY_LENGTH]), ""
+        return hit(library)
     with _locked(directory / f"{stem}.lock"):
         library = cached()  # built by another process while this one waited
         if library is not None:
-            return Built(library, _file_hash(library)[:_KEY_LENGTH]), ""
+            return hit(library)
         fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-{name}-", suffix=suffix)
         os.close(fd)
         deps_file = temp + ".d"
@@ -372,7 +391,9 @@ def build(
         source_dir = cache_dir() / "ops" / "src"  # kept: the compiler's messages point into it
         source_dir.mkdir(parents=True, exist_ok=True)
         path = source_dir / f"{name}-{_hash(content)[:_KEY_LENGTH]}{'.cu' if is_cuda else '.c'}"
-        if not path.exists():
+        if path.exists():
+            _mark_used(path)
+        else:
             _write_atomically(path, content)
         display = f"<source text> ({path})"
         location = ""
@@ -390,7 +411,14 @@ def build(
     key = _hash(
         "op-library", _opforge_version(), _compiler_identity(tuple(compiler)), *command, "--", *link, location, content
     )
-    return _compile(command, link, path, name, key, cache_dir() / "ops", display)[0]
+    return _trimmed(_compile(command, link, path, name, key, cache_dir() / "ops", display)[0])
+
+
+def _trimmed(built: Built) -> Built:
+    """``built``, after trimming the cache if this call wrote to it (see _cache)."""
+    if built.compiled:
+        _trim()
+    return built
 
 
 def _build_files(
@@ -445,7 +473,9 @@ def _build_files(
             output="\n".join(exc.output for exc in failed),
         )  # fmt: skip
     library, linked = _link(objects, name, any(cuda_files), ldflags, ", ".join(map(str, files)))
-    return Built(library, _file_hash(library)[:_KEY_LENGTH], compiled=linked or any(o.compiled for o in objects))
+    return _trimmed(
+        Built(library, _file_hash(library)[:_KEY_LENGTH], compiled=linked or any(o.compiled for o in objects))
+    )
 
 
 def _link(objects: list[Built], name: str, with_cuda: bool, ldflags: Sequence[str], display: str) -> tuple[Path, bool]:
@@ -459,9 +489,11 @@ def _link(objects: list[Built], name: str, with_cuda: bool, ldflags: Sequence[st
     directory = cache_dir() / "ops"
     library = directory / f"lib{name}-{key[:_KEY_LENGTH]}.so"
     if library.exists():
+        _mark_used(library)
         return library, False
     with _locked(directory / f"{name}-{key[:_KEY_LENGTH]}.lock"):
         if library.exists():  # linked by another process while this one waited
+            _mark_used(library)
             return library, False
         fd, temp = tempfile.mkstemp(dir=directory, prefix=f".tmp-{name}-", suffix=".so")
         os.close(fd)
@@ -511,8 +543,11 @@ def library_for(source: Source, **options: object) -> Built:
     directory.mkdir(parents=True, exist_ok=True)
     stem = path.name.split(".so")[0] or "lib"
     copy = directory / f"{_safe_name(stem)}-{digest}.so"
-    if not copy.exists():
-        _write_atomically(copy, path.read_bytes(), 0o755)
+    if copy.exists():
+        _mark_used(copy)
+        return Built(copy, digest)
+    _write_atomically(copy, path.read_bytes(), 0o755)
+    _trim()
     return Built(copy, digest)
 
 
@@ -554,10 +589,12 @@ def build_adapter(framework: str, version: str, cflags: Sequence[str], ldflags: 
         "adapter", framework, version, _opforge_version(), _compiler_identity(tuple(compiler)), *command, "--",
         *link, source.read_bytes(),
     )  # fmt: skip
-    return _compile(
-        command, link, source, f"opforge_{framework}", key, cache_dir() / "adapters",
-        f"the {framework} adapter ({source})",
-    )[0]  # fmt: skip
+    return _trimmed(
+        _compile(
+            command, link, source, f"opforge_{framework}", key, cache_dir() / "adapters",
+            f"the {framework} adapter ({source})",
+        )[0]
+    )  # fmt: skip
 
 
 def prebuilt_adapter(framework: str, version: str) -> Path | None:

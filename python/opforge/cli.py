@@ -5,6 +5,8 @@
 - ``opforge new NAME``: writes a small working project of one's own ops;
 - ``opforge config --cflags --libs ...``: paths and flags for C build systems
   (the package also ships ``opforge.pc`` and a CMake package configuration);
+- ``opforge cache [clean [--unused-for DAYS]]``: what the build cache holds;
+  removing all of it, or what has not been used for a while;
 - ``opforge info`` and ``opforge bench``.
 """
 
@@ -98,6 +100,59 @@ def build_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(count: int) -> str:
+    """A byte count for people: 0 B, 812 B, 4.2 KiB, 31.0 MiB, 1.5 GiB."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _ago(when: Optional[float], now: float) -> str:
+    if when is None:
+        return "-"
+    seconds = max(0.0, now - when)
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.1f} {unit} ago"
+    return "just now"
+
+
+def cache_main(args: argparse.Namespace) -> int:
+    """Prints what the build cache holds, or cleans it."""
+    import time
+
+    from . import _cache
+    from ._build import cache_dir
+
+    try:
+        limit = _cache.cache_limit()
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.action == "clean":
+        if args.unused_for is not None and not args.unused_for >= 0:
+            print(f"opforge cache clean: --unused-for {args.unused_for}: expected days, 0 or more", file=sys.stderr)
+            return 2
+        files, size = _cache.clean(None if args.unused_for is None else args.unused_for * 86400)
+        what = "" if args.unused_for is None else f" unused for {args.unused_for:g} days"
+        print(f"removed {files} files{what} ({_size(size)}) from {cache_dir()}")
+        return 0
+    now = time.time()
+    sections = _cache.sections()
+    print(f"cache: {cache_dir()} (OPFORGE_CACHE_DIR sets it)")
+    print(f"limit: {_size(limit) if limit else 'none'} (OPFORGE_CACHE_SIZE sets it; the least recently used files "
+          "go first)")  # fmt: skip
+    print(f"  {'folder':<12} {'files':>6} {'size':>10}  {'last used':>13}  {'oldest use':>13}  holds")
+    for s in sections:
+        print(f"  {s.name:<12} {s.files:>6} {_size(s.bytes):>10}  {_ago(s.newest_use, now):>13}  "
+              f"{_ago(s.oldest_use, now):>13}  {s.description}")  # fmt: skip
+    print(f"  {'total':<12} {sum(s.files for s in sections):>6} {_size(sum(s.bytes for s in sections)):>10}")
+    return 0
+
+
 def new_main(args: argparse.Namespace) -> int:
     """Writes a new project: an op file, its tests and a README."""
     from ._scaffold import new_project
@@ -155,7 +210,7 @@ def make_parser() -> argparse.ArgumentParser:
     from .bench import runner
 
     parser = argparse.ArgumentParser(prog="opforge", description="opforge: ML kernels written once in C.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{build,new,config,info,bench}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{build,new,config,cache,info,bench}")
     build = commands.add_parser(
         "build",
         help="compile an op library from C source and list its ops",
@@ -200,6 +255,20 @@ def make_parser() -> argparse.ArgumentParser:
         ("cachedir", "where built libraries are cached"),
     ]:
         config.add_argument(f"--{name}", nargs=0, action=_InOrder, default=False, help=text)
+    cache = commands.add_parser(
+        "cache",
+        help="what the build cache holds; clean it",
+        description="Prints where the build cache is (OPFORGE_CACHE_DIR), its size limit (OPFORGE_CACHE_SIZE, "
+        "default 2G, 0 for none: after each build the least recently used files go, never one used within the "
+        "hour) and what each of its folders holds. 'opforge cache clean' removes every file; with "
+        "--unused-for DAYS, those not used for that long. A process that has loaded a removed library keeps "
+        "it; the next build or load_ops compiles it again.",
+    )
+    cache.add_argument("action", nargs="?", choices=["info", "clean"], default="info",
+                       help="info (the default) or clean")  # fmt: skip
+    cache.add_argument("--unused-for", type=float, metavar="DAYS",
+                       help="clean: only the files not used for this many days")  # fmt: skip
+    cache.set_defaults(main=cache_main)
     info = commands.add_parser("info", help="version, ISA levels, threads, CUDA devices",
                                description=info_main.__doc__)
     info.set_defaults(main=info_main)

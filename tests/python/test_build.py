@@ -1,6 +1,7 @@
-"""Building op libraries from C sources: the cache, errors, concurrency, reloads
-in NumPy, the ``opforge build/new/config`` commands, and C build systems
-(pkg-config, CMake) consuming the installed package."""
+"""Building op libraries from C sources: the cache and its upkeep, errors,
+concurrency, reloads in NumPy, the ``opforge build/new/config/cache``
+commands, and C build systems (pkg-config, CMake) consuming the installed
+package."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from reloadlib import times_source
 
 import opforge
 import opforge.numpy as onp
-from opforge import _build
+from opforge import _build, _cache
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None, reason="needs a C compiler")
 
@@ -408,6 +409,127 @@ def test_numpy_runs_the_new_code_of_a_library_rebuilt_at_the_same_path(tmp_path:
     (copy,) = (cache / "libs").glob("librebuilt-*.so")  # loaded from a copy named by its contents
 
 
+# -- the cache's upkeep -----------------------------------------------------------
+
+HOUR = 3600.0
+
+
+def age(path: Path, hours: float) -> None:
+    """Sets a file's access and modification times ``hours`` back."""
+    then = time.time() - hours * HOUR
+    os.utime(path, (then, then))
+
+
+def age_all(cache: Path, hours: float) -> None:
+    for path in cache.rglob("*"):
+        if path.is_file():
+            age(path, hours)
+
+
+def cache_files(cache: Path) -> set[str]:
+    return {str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()}
+
+
+def test_a_cache_hit_marks_the_library_used_and_keeps_its_build_time(tmp_path: Path, cache: Path) -> None:
+    source = tmp_path / "used.c"
+    source.write_text(times_source("used", 2.0))
+    built = opforge.build(source)
+    (manifest,) = (cache / "ops").glob("used-*.deps.json")
+    age(built.path, 48)
+    age(manifest, 48)
+    built_at = built.path.stat().st_mtime
+    assert not opforge.build(source).compiled
+    for path in (built.path, manifest):
+        st = path.stat()
+        assert time.time() - st.st_atime < 60, f"{path.name}: its use was not recorded"
+    assert built.path.stat().st_mtime == built_at
+
+
+def test_a_build_trims_the_cache_to_its_limit_least_recently_used_first(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = ["old", "older", "recent"]
+    built = {}
+    for name in names:
+        (tmp_path / f"{name}.c").write_text(times_source(name, 2.0))
+        built[name] = opforge.build(tmp_path / f"{name}.c")
+    age_all(cache, 2)
+    for path in cache.rglob("*"):
+        if path.is_file() and path.name.startswith(("older", "libolder")):
+            age(path, 3)
+    for path in cache.rglob("*"):
+        if path.is_file() and path.name.startswith(("recent", "librecent")):
+            age(path, 1.5)
+    library_size = built["old"].path.stat().st_size
+    total = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
+    # room for what is there and one more library, less a little: the next build goes over
+    monkeypatch.setenv("OPFORGE_CACHE_SIZE", str(int(total + library_size * 0.5)))
+    (tmp_path / "new.c").write_text(times_source("new", 2.0))
+    new = opforge.build(tmp_path / "new.c")
+    assert new.compiled and new.path.exists()
+    left = {p.name.split("-")[0] for p in libraries(cache)}
+    assert left == {"libold", "librecent", "libnew"}, "the least recently used library goes first"
+    assert opforge.build(tmp_path / "older.c").compiled, "taken out of the cache: compiled again"
+
+
+def test_trim_leaves_files_used_within_the_hour_and_stops_at_90_percent(cache: Path) -> None:
+    ops = cache / "ops"
+    ops.mkdir(parents=True)
+    for i, hours in enumerate([5, 4, 3, 2, 0.5]):
+        path = ops / f"lib{i}-0123456789abcdef.so"
+        path.write_bytes(b"x" * 1000)
+        age(path, hours)
+    assert _cache.trim(10_000) == (0, 0), "under the limit: nothing goes"
+    # over 3000: down to 2700 at most, the oldest first: 0, 1 and 2 go
+    assert _cache.trim(3000) == (3, 3000)
+    assert sorted(p.name[:4] for p in ops.iterdir()) == ["lib3", "lib4"]
+    # 0 bytes allowed, but the file used half an hour ago stays
+    assert _cache.trim(1) == (1, 1000)
+    assert [p.name[:4] for p in ops.iterdir()] == ["lib4"]
+    assert _cache.trim(0) == (0, 0), "0: no limit"
+
+
+def test_clean_removes_everything_or_what_was_not_used_for_a_while(cache: Path) -> None:
+    for section, name, hours in [
+        ("ops", "liba-0123456789abcdef.so", 30 * 24), ("ops", "a-0123456789abcdef.deps.json", 30 * 24),
+        ("ops/objects", "t.a-0123456789abcdef.o", 1), ("ops/src", "ops-0123456789abcdef.c", 50),
+        ("libs", "libc-0123456789abcdef.so", 2), ("adapters", "libopforge_torch-0123456789abcdef.so", 24 * 8),
+        ("ops", ".tmp-a-x1y2z3.so", 0.1),
+    ]:  # fmt: skip
+        (cache / section).mkdir(parents=True, exist_ok=True)
+        (cache / section / name).write_bytes(b"y" * 10)
+        age(cache / section / name, hours)
+    assert _cache.clean(48 * HOUR) == (4, 40)
+    assert cache_files(cache) == {
+        "ops/objects/t.a-0123456789abcdef.o", "libs/libc-0123456789abcdef.so", "ops/.tmp-a-x1y2z3.so"
+    }  # fmt: skip
+    assert _cache.clean() == (2, 20)
+    assert cache_files(cache) == {"ops/.tmp-a-x1y2z3.so"}, "a build's temporary file may still be written"
+    with pytest.raises(ValueError, match="expected seconds"):
+        _cache.clean(-1.0)
+
+
+@pytest.mark.parametrize(
+    "text, limit",
+    [("", 2 << 30), ("0", 0), ("4096", 4096), ("500M", 500 << 20), ("2g", 2 << 30), ("1.5G", 3 << 29),
+     ("64KiB", 64 << 10), ("1T", 1 << 40)],
+)  # fmt: skip
+def test_the_cache_limit_is_read_from_opforge_cache_size(
+    monkeypatch: pytest.MonkeyPatch, text: str, limit: int
+) -> None:
+    monkeypatch.setenv("OPFORGE_CACHE_SIZE", text)
+    assert _cache.cache_limit() == limit
+
+
+def test_a_wrong_cache_limit_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPFORGE_CACHE_SIZE", "lots")
+    (tmp_path / "limited.c").write_text(times_source("limited", 2.0))
+    with pytest.raises(ValueError, match=r"OPFORGE_CACHE_SIZE='lots': expected a size such as 500M"):
+        opforge.build(tmp_path / "limited.c")
+    result = subprocess.run([*OPFORGE, "cache"], capture_output=True, text=True)
+    assert result.returncode == 2 and "OPFORGE_CACHE_SIZE='lots'" in result.stderr
+
+
 # -- the command line -----------------------------------------------------------
 
 
@@ -441,6 +563,27 @@ def test_opforge_build_shows_compile_errors(tmp_path: Path) -> None:
     result = subprocess.run([*OPFORGE, "build", str(source)], capture_output=True, text=True)
     assert result.returncode == 1
     assert f"{source}:1:" in result.stderr and "error" in result.stderr
+
+
+def test_opforge_cache_shows_and_cleans_the_cache(tmp_path: Path, cache: Path) -> None:
+    source = tmp_path / "shown.c"
+    source.write_text(times_source("shown", 2.0))
+    library = opforge.build(source).path
+    files = [p for p in (cache / "ops").iterdir() if p.is_file()]
+    size = sum(p.stat().st_size for p in files)
+    shown = subprocess.run([*OPFORGE, "cache"], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert f"cache: {cache} (OPFORGE_CACHE_DIR sets it)" in shown.stdout and "limit: 2.0 GiB" in shown.stdout
+    (ops_line,) = [line.split() for line in shown.stdout.splitlines() if line.split()[:1] == ["ops"]]
+    assert ops_line[1] == str(len(files)) and "just now" in " ".join(ops_line)
+    assert f"{size / 1024:.1f} KiB" in " ".join(ops_line)
+    kept = subprocess.run([*OPFORGE, "cache", "clean", "--unused-for", "1"], capture_output=True, text=True)
+    assert kept.returncode == 0 and "removed 0 files unused for 1 days" in kept.stdout and library.exists()
+    cleaned = subprocess.run([*OPFORGE, "cache", "clean"], capture_output=True, text=True)
+    assert cleaned.returncode == 0 and f"removed {len(files)} files" in cleaned.stdout
+    assert not library.exists() and opforge.build(source).compiled
+    bad = subprocess.run([*OPFORGE, "cache", "clean", "--unused-for", "-2"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "expected days, 0 or more" in bad.stderr
 
 
 def test_opforge_config_prints_flags_and_dirs() -> None:
