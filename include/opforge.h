@@ -688,6 +688,21 @@ typedef enum opf_isa {
  * build's device code). */
 OPF_API int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, float *y, int64_t ahead, float acc[32]);
 
+/* For a compute function (.compute): y = x @ w + b, then `epilogue` on
+ * every element of y, on opforge's GEMM (the built-in dense's: packed
+ * panels, the ISA's micro-kernel, threads over y's columns). x [N, K],
+ * w [K, M], b [M] or NULL, y [N, M]; float32 or float64, one dtype for all;
+ * CPU; any strides (a transposed operand is a view with its two strides
+ * swapped). epilogue: NULL, or an elementwise kernel of one input and one
+ * output (OPF_ELTWISE_KERNEL, its build for the ISA level in use), run in
+ * place on blocks of y while they are in cache, after the last product is
+ * added, with `attrs` (NULL: all zero). y must not overlap x, w, b or
+ * itself. Results do not depend on the thread count. A bad argument is an
+ * error naming it (OPF_E_SHAPE, OPF_E_DTYPE, OPF_E_DEVICE, OPF_E_LAYOUT,
+ * OPF_E_INVALID). */
+OPF_API opf_status opf_matmul(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b,
+                              const opf_eltwise_kernel *epilogue, const opf_attr_value *attrs, const opf_tensor *y);
+
 /* The ISA level in use: the best one the CPU supports and the library has
  * kernels for, unless OPFORGE_ISA=scalar|portable|avx2|avx512|neon forces
  * one (a forced level the CPU lacks falls back to the best supported). */

@@ -8,10 +8,6 @@
 #define OPF_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
 #else
 #define OPF_PRINTF(fmt_index, first_arg)
-/* Whether a table, op, argument or attribute name is lower_snake_case, what
- * every framework accepts (table.c; the declarations are held to it too). */
-int opf_is_identifier(const char *name);
-
 #endif
 
 /* Records "<op>: <message>" as the thread's last error and returns status.

@@ -1,6 +1,7 @@
 /*
  * dense.c — the dense layer y = act(x·w + b) and its gradient, on the GEMM
- * driver (gemm.c). x [N,K], w [K,M], b [M], y [N,M].
+ * driver (gemm.c). x [N,K], w [K,M], b [M], y [N,M]. Also opf_matmul, the
+ * same GEMM for authors' compute functions, with an epilogue of their own.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "cuda_kernels.h"
 #include "error.h"
 #include "gemm.h"
+#include "engines.h"
 #include "ops.h"
 #include "tensor.h"
 
@@ -42,11 +44,12 @@ static void *opf_contiguous_vector(const char *op, const opf_tensor *v, opf_stat
 
 /* --- dense -------------------------------------------------------------------- */
 
-static opf_status dense_compute(const opf_tensor *const *in, const opf_tensor *const *out,
-                                const opf_attr_value *attrs) {
-    const opf_tensor *x = in[0], *w = in[1], *b = in[2], *y = out[0];
+/* y = epilogue(act(x·w + b)) on validated views (dense's and opf_matmul's). */
+static opf_status opf_dense_product(const char *op, const opf_tensor *x, const opf_tensor *w, const opf_tensor *b,
+                                    int relu, opf_eltwise_fn epilogue, const opf_attr_value *epilogue_attrs,
+                                    const opf_tensor *y) {
     opf_status st;
-    void *bias_copy = opf_contiguous_vector("dense", b, &st);
+    void *bias_copy = opf_contiguous_vector(op, b, &st);
     if (st != OPF_OK) {
         return st;
     }
@@ -61,11 +64,18 @@ static opf_status dense_compute(const opf_tensor *const *in, const opf_tensor *c
         .rsc = opf_tensor_stride(y, 0),
         .csc = opf_tensor_stride(y, 1),
         .bias = bias_copy != NULL ? bias_copy : (b != NULL ? opf_tensor_base(b) : NULL),
-        .relu = attrs[0].i == OPF_ACT_RELU,
+        .relu = relu,
+        .epilogue = epilogue,
+        .epilogue_attrs = epilogue_attrs,
     };
-    st = opf_gemm("dense", &g);
+    st = opf_gemm(op, &g);
     free(bias_copy);
     return st;
+}
+
+static opf_status dense_compute(const opf_tensor *const *in, const opf_tensor *const *out,
+                                const opf_attr_value *attrs) {
+    return opf_dense_product("dense", in[0], in[1], in[2], attrs[0].i == OPF_ACT_RELU, NULL, NULL, out[0]);
 }
 
 const opf_op_decl opf_decl_dense = {
@@ -319,6 +329,88 @@ const opf_op_decl opf_decl_dense_grad_grad = {
 };
 
 /* --- typed entry points ----------------------------------------------------------- */
+
+/* --- opf_matmul ------------------------------------------------------------------ */
+
+/* Whether y shares memory with `other` (NULL: no); an answer the overlap
+ * query cannot give counts as sharing. */
+static opf_status opf_matmul_disjoint(const opf_tensor *y, const opf_tensor *other, const char *name) {
+    if (other != NULL && opf_tensors_overlap(y, other) != OPF_DISJOINT) {
+        return opf_fail(OPF_E_LAYOUT, "opf_matmul", "y overlaps %s: the product would read what it wrote", name);
+    }
+    return OPF_OK;
+}
+
+opf_status opf_matmul(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b,
+                      const opf_eltwise_kernel *epilogue, const opf_attr_value *attrs, const opf_tensor *y) {
+    static const char op[] = "opf_matmul";
+    opf_clear_error();
+    if (x == NULL || w == NULL || y == NULL) {
+        return opf_fail(OPF_E_INVALID, op, "%s is NULL; x, w and y are required (b may be NULL)",
+                        x == NULL ? "x" : w == NULL ? "w" : "y");
+    }
+    const opf_tensor *args[] = {x, w, b, y};
+    const char *names[] = {"x", "w", "b", "y"};
+    const int32_t ranks[] = {2, 2, 1, 2};
+    for (int i = 0; i < 4; i++) {
+        if (args[i] == NULL) {
+            continue;
+        }
+        opf_status st = opf_tensor_check(op, names[i], args[i], OPF_FLOAT_DTYPES, OPF_DEVICE_CPU);
+        if (st != OPF_OK) {
+            return st;
+        }
+        char dims[OPF_SHAPE_STR_CAPACITY];
+        if (args[i]->ndim != ranks[i]) {
+            return opf_fail(OPF_E_SHAPE, op, "%s must have rank %d, got rank %d (%s)", names[i], (int)ranks[i],
+                            (int)args[i]->ndim, opf_format_dims(args[i]->ndim, args[i]->shape, dims));
+        }
+        if (args[i]->dtype != y->dtype) {
+            return opf_fail(OPF_E_DTYPE, op, "%s is %s and y is %s: expected one dtype", names[i],
+                            opf_dtype_name(args[i]->dtype), opf_dtype_name(y->dtype));
+        }
+    }
+    const int64_t n = x->shape[0], k = x->shape[1], m = w->shape[1];
+    char xd[OPF_SHAPE_STR_CAPACITY], wd[OPF_SHAPE_STR_CAPACITY], other[OPF_SHAPE_STR_CAPACITY];
+    if (w->shape[0] != k) {
+        return opf_fail(OPF_E_SHAPE, op, "shape mismatch: x is %s, w is %s (w's rows must be x's columns, %lld)",
+                        opf_format_dims(2, x->shape, xd), opf_format_dims(2, w->shape, wd), (long long)k);
+    }
+    if (y->shape[0] != n || y->shape[1] != m) {
+        return opf_fail(OPF_E_SHAPE, op, "shape mismatch: y is %s; x is %s and w is %s, so y must be [%lld,%lld]",
+                        opf_format_dims(2, y->shape, other), opf_format_dims(2, x->shape, xd),
+                        opf_format_dims(2, w->shape, wd), (long long)n, (long long)m);
+    }
+    if (b != NULL && b->shape[0] != m) {
+        return opf_fail(OPF_E_SHAPE, op, "shape mismatch: b is %s; w is %s, so b must be [%lld]",
+                        opf_format_dims(1, b->shape, other), opf_format_dims(2, w->shape, wd), (long long)m);
+    }
+    opf_eltwise_fn fn = NULL;
+    if (epilogue != NULL) {
+        if (epilogue->num_inputs != 1 || epilogue->num_outputs != 1) {
+            return opf_fail(OPF_E_INVALID, op, "the epilogue kernel has %d inputs and %d outputs; expected 1 and 1",
+                            (int)epilogue->num_inputs, (int)epilogue->num_outputs);
+        }
+        OPF_PICK_VARIANT(fn, y->dtype == OPF_F32 ? epilogue->f32 : epilogue->f64);
+        if (fn == NULL) {
+            return opf_fail(OPF_E_INVALID, op, "the epilogue kernel has no %s build", opf_dtype_name(y->dtype));
+        }
+    }
+    if (opf_tensor_numel(y) > 0 && opf_tensor_self_overlaps(y) != OPF_DISJOINT) {
+        return opf_fail(OPF_E_LAYOUT, op, "y has elements that share memory (a zero or folding stride)");
+    }
+    opf_status st = OPF_OK;
+    if ((st = opf_matmul_disjoint(y, x, "x")) != OPF_OK || (st = opf_matmul_disjoint(y, w, "w")) != OPF_OK ||
+        (st = opf_matmul_disjoint(y, b, "b")) != OPF_OK) {
+        return st;
+    }
+    opf_attr_value values[OPF_MAX_ATTRS];
+    memset(values, 0, sizeof values);
+    if (attrs != NULL) {
+        memcpy(values, attrs, sizeof values);
+    }
+    return opf_dense_product(op, x, w, b, 0, fn, values, y);
+}
 
 opf_status opf_dense(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b, opf_activation activation,
                      const opf_tensor *y) {

@@ -7,7 +7,10 @@
  *         for each panel pair (jr, ir):         micro-kernel on an MR x NR block of C
  *
  * The bias is added by the micro-kernel on the first k-slice and the ReLU
- * applied on the last, so both are fused into stores of C. Threads split the
+ * applied on the last, so both are fused into stores of C. An epilogue (an
+ * authored elementwise kernel) runs on the last slice's results a block of
+ * MC rows by up to OPF_GEMM_EPILOGUE_COLS columns at a time, right after the
+ * micro-kernels stored them, so the block is still in L2. Threads split the
  * columns of C, never k, so results do not depend on the thread count.
  */
 #include "gemm.h"
@@ -145,6 +148,39 @@ static void opf_call_ukernel(const opf_gemm_job *job, size_t kc, opf_panel a, op
     }
 }
 
+/* Columns of C an epilogue runs on at once (per row: one kernel call), at
+ * most: MC rows of 128 float32 fill 40-80 KiB, in L2 beside the packed
+ * panels. */
+enum { OPF_GEMM_EPILOGUE_COLS = 128 };
+
+/* The epilogue on rows [row, row + rows) and columns [col, col + cols) of C,
+ * in place: each row's columns in one call where they are contiguous, else
+ * gathered into a buffer and scattered back. */
+static void opf_gemm_epilogue(const opf_gemm_job *job, int64_t row, int64_t rows, int64_t col, int64_t cols) {
+    const opf_gemm_args *g = job->args;
+    const size_t elem = job->elem;
+    _Alignas(64) char buffer[OPF_GEMM_EPILOGUE_COLS * sizeof(double)];
+    for (int64_t i = row; i < row + rows; i++) {
+        char *c = (char *)g->c + (i * g->rsc + col * g->csc) * (int64_t)elem;
+        if (g->csc == 1 || cols == 1) {
+            void *ptr[1] = {c};
+            g->epilogue(cols, (const void *const *)ptr, ptr, g->epilogue_attrs);
+            continue;
+        }
+        for (int64_t j0 = 0; j0 < cols; j0 += OPF_GEMM_EPILOGUE_COLS) {
+            const int64_t len = cols - j0 < OPF_GEMM_EPILOGUE_COLS ? cols - j0 : OPF_GEMM_EPILOGUE_COLS;
+            for (int64_t j = 0; j < len; j++) {
+                memcpy(buffer + (size_t)j * elem, c + (j0 + j) * g->csc * (int64_t)elem, elem);
+            }
+            void *ptr[1] = {buffer};
+            g->epilogue(len, (const void *const *)ptr, ptr, g->epilogue_attrs);
+            for (int64_t j = 0; j < len; j++) {
+                memcpy(c + (j0 + j) * g->csc * (int64_t)elem, buffer + (size_t)j * elem, elem);
+            }
+        }
+    }
+}
+
 /* The part of `extent` covered by whole panels of `step`. When an operand is
  * read in place, only the rest (a trailing partial panel, which the
  * micro-kernel would read past) is packed. */
@@ -175,6 +211,7 @@ static void opf_gemm_columns(void *ctx, int64_t begin, int64_t end) {
                 const int64_t a_done = job->pack_a ? 0 : opf_whole_panels(mc, mr);
                 opf_pack_a(job, ic + a_done, mc - a_done, pc, kc,
                            packed_a + (size_t)(a_done / mr) * (size_t)kc * job->mr * job->elem);
+                int64_t epilogue_from = 0; /* the block's first column the epilogue has not run on */
                 for (int64_t jr = 0; jr < nc; jr += nr) {
                     size_t nr_valid = (size_t)(nc - jr < nr ? nc - jr : nr);
                     opf_panel b_panel = {packed_b + (size_t)(jr / nr) * (size_t)kc * job->nr * job->elem, nr, 0};
@@ -191,6 +228,12 @@ static void opf_gemm_columns(void *ctx, int64_t begin, int64_t end) {
                         }
                         opf_call_ukernel(job, (size_t)kc, a_panel, b_panel, ic + ir, jc + jr, mr_valid, nr_valid, bias,
                                          !first, last && g->relu);
+                    }
+                    const int64_t done = jr + (int64_t)nr_valid;
+                    if (last && g->epilogue != NULL &&
+                        (done == nc || done + nr - epilogue_from > OPF_GEMM_EPILOGUE_COLS)) {
+                        opf_gemm_epilogue(job, ic, mc, jc + epilogue_from, done - epilogue_from);
+                        epilogue_from = done;
                     }
                 }
             }

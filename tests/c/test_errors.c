@@ -200,6 +200,74 @@ TEST(test_dense_shapes) {
                  "dy");
 }
 
+/* opf_matmul, an author's GEMM: each argument checked and named. */
+OPF_ELTWISE_KERNEL(ew_double, (z), (y), y = 2 * z;)
+OPF_ELTWISE_KERNEL(ew_two_in, (a, b), (y), y = a + b;)
+
+TEST(test_matmul_arguments) {
+    float *buf = xcalloc(64, sizeof(float));
+    const int64_t x3[3] = {2, 3, 1}, s34[2] = {3, 4}, s44[2] = {4, 4}, s24[2] = {2, 4}, s4[1] = {4}, s5[1] = {5},
+                  s25[2] = {2, 5};
+    opf_tensor x = opf_tensor_make(buf, OPF_F32, 2, s23), w = opf_tensor_make(buf + 8, OPF_F32, 2, s34),
+               y = opf_tensor_make(buf + 24, OPF_F32, 2, s24), b = opf_tensor_make(buf + 40, OPF_F32, 1, s4);
+    CHECK(opf_matmul(&x, &w, &b, &ew_double, NULL, &y) == OPF_OK, "valid matmul: %s", opf_last_error());
+    CHECK(opf_matmul(&x, &w, NULL, NULL, NULL, &y) == OPF_OK, "valid matmul: %s", opf_last_error());
+    EXPECT_ERROR(opf_matmul(NULL, &w, NULL, NULL, NULL, &y), OPF_E_INVALID, "opf_matmul", "x is NULL");
+    EXPECT_ERROR(opf_matmul(&x, NULL, NULL, NULL, NULL, &y), OPF_E_INVALID, "opf_matmul", "w is NULL");
+    EXPECT_ERROR(opf_matmul(&x, &w, NULL, NULL, NULL, NULL), OPF_E_INVALID, "opf_matmul", "y is NULL");
+    opf_tensor xr3 = opf_tensor_make(buf, OPF_F32, 3, x3);
+    EXPECT_ERROR(opf_matmul(&xr3, &w, NULL, NULL, NULL, &y), OPF_E_SHAPE, "opf_matmul", "x must have rank 2",
+                 "[2,3,1]");
+    opf_tensor w44 = opf_tensor_make(buf + 8, OPF_F32, 2, s44);
+    EXPECT_ERROR(opf_matmul(&x, &w44, NULL, NULL, NULL, &y), OPF_E_SHAPE, "opf_matmul", "x is [2,3]", "w is [4,4]");
+    opf_tensor y25 = opf_tensor_make(buf + 24, OPF_F32, 2, s25);
+    EXPECT_ERROR(opf_matmul(&x, &w, NULL, NULL, NULL, &y25), OPF_E_SHAPE, "opf_matmul", "y is [2,5]",
+                 "must be [2,4]");
+    opf_tensor b5 = opf_tensor_make(buf + 40, OPF_F32, 1, s5);
+    EXPECT_ERROR(opf_matmul(&x, &w, &b5, NULL, NULL, &y), OPF_E_SHAPE, "opf_matmul", "b is [5]", "must be [4]");
+    opf_tensor w64 = opf_tensor_make(buf + 8, OPF_F64, 2, s34);
+    EXPECT_ERROR(opf_matmul(&x, &w64, NULL, NULL, NULL, &y), OPF_E_DTYPE, "opf_matmul", "w is float64",
+                 "y is float32");
+    opf_tensor xh = opf_tensor_make(buf, OPF_F16, 2, s23);
+    EXPECT_ERROR(opf_matmul(&xh, &w, NULL, NULL, NULL, &y), OPF_E_DTYPE, "opf_matmul", "x", "float16");
+    opf_tensor yc = y;
+    yc.device.type = OPF_DEVICE_CUDA;
+    EXPECT_ERROR(opf_matmul(&x, &w, NULL, NULL, NULL, &yc), OPF_E_DEVICE, "opf_matmul", "y", "cuda");
+    opf_tensor nodata = opf_tensor_make(NULL, OPF_F32, 2, s34);
+    EXPECT_ERROR(opf_matmul(&x, &nodata, NULL, NULL, NULL, &y), OPF_E_INVALID, "opf_matmul", "w", "NULL");
+    /* y over x, w or b; y over itself */
+    opf_tensor y_on_x = opf_tensor_make(buf + 2, OPF_F32, 2, s24);
+    EXPECT_ERROR(opf_matmul(&x, &w, NULL, NULL, NULL, &y_on_x), OPF_E_LAYOUT, "opf_matmul", "y overlaps x");
+    opf_tensor y_on_b = opf_tensor_make(buf + 36, OPF_F32, 2, s24);
+    EXPECT_ERROR(opf_matmul(&x, &w, &b, NULL, NULL, &y_on_b), OPF_E_LAYOUT, "opf_matmul", "y overlaps b");
+    const int64_t zero_rows[2] = {0, 1};
+    opf_tensor y_folded = y;
+    y_folded.strides = zero_rows;
+    EXPECT_ERROR(opf_matmul(&x, &w, NULL, NULL, NULL, &y_folded), OPF_E_LAYOUT, "opf_matmul", "y has elements");
+    /* the epilogue: one input and one output, with a build for the dtype */
+    EXPECT_ERROR(opf_matmul(&x, &w, NULL, &ew_two_in, NULL, &y), OPF_E_INVALID, "opf_matmul", "2 inputs",
+                 "expected 1 and 1");
+    opf_eltwise_kernel f32_only = ew_double;
+    for (int v = 0; v < OPF_NUM_VARIANTS; v++) {
+        f32_only.f64[v] = NULL;
+    }
+    double *dbuf = xcalloc(64, sizeof(double));
+    opf_tensor dx = opf_tensor_make(dbuf, OPF_F64, 2, s23), dw = opf_tensor_make(dbuf + 8, OPF_F64, 2, s34),
+               dy = opf_tensor_make(dbuf + 24, OPF_F64, 2, s24);
+    EXPECT_ERROR(opf_matmul(&dx, &dw, NULL, &f32_only, NULL, &dy), OPF_E_INVALID, "opf_matmul", "no float64 build");
+    CHECK(opf_matmul(&x, &w, NULL, &f32_only, NULL, &y) == OPF_OK, "float32 build: %s", opf_last_error());
+    /* an error leaves y as it was */
+    for (int i = 0; i < 8; i++) {
+        buf[24 + i] = -7.0f;
+    }
+    EXPECT_ERROR(opf_matmul(&x, &w, &b5, NULL, NULL, &y), OPF_E_SHAPE, "opf_matmul");
+    for (int i = 0; i < 8; i++) {
+        CHECK(buf[24 + i] == -7.0f, "y[%d] written by a refused call", i);
+    }
+    free(dbuf);
+    free(buf);
+}
+
 TEST(test_overlap) {
     float *buf = xcalloc(64, sizeof(float));
     /* Output partially overlapping the input: y = x shifted by one element. */
@@ -507,6 +575,7 @@ int main(void) {
     RUN_TEST(test_add_shape_mismatch);
     RUN_TEST(test_output_shape);
     RUN_TEST(test_dense_shapes);
+    RUN_TEST(test_matmul_arguments);
     RUN_TEST(test_overlap);
     RUN_TEST(test_misaligned_data);
     RUN_TEST(test_device);

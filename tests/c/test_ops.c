@@ -457,13 +457,25 @@ static const dense_layouts dense_layout_sets[] = {
 };
 enum { NUM_DENSE_LAYOUTS = sizeof dense_layout_sets / sizeof dense_layout_sets[0] };
 
+/* opf_matmul's epilogue in these tests: a leaky ReLU of slope attrs[0]
+ * (applied twice, or to an element the GEMM had not finished, it gives
+ * another value). */
+OPF_ELTWISE_KERNEL(leaky, (z), (y), y = z > 0 ? z : z * (T)attrs[0].f;)
+enum { LEAKY_SLOPE_X8 = 2 }; /* the slope, 0.25, times 8 */
+
+/* How dense_case computes y. */
+typedef enum dense_via { VIA_DENSE, VIA_TABLE, VIA_MATMUL } dense_via;
+
+/* dense through opf_dense, the table's row, or opf_matmul (whose `relu`
+ * is the leaky epilogue), against ref_dense. */
 static void dense_case(opf_dtype dt, int64_t N, int64_t K, int64_t M, int with_bias, int relu, const dense_layouts *l,
-                       int via_table, rng *r) {
+                       dense_via via, rng *r) {
     char ctx[256];
-    snprintf(ctx, sizeof ctx, "dense%s %s N=%lld K=%lld M=%lld bias=%d act=%s x:%s w:%s b:%s y:%s",
-             via_table ? " (via opf_op_run)" : "", dtype_str(dt), (long long)N, (long long)K, (long long)M, with_bias,
-             relu ? "relu" : "none", tv_layout_name(l->x), tv_layout_name(l->w), tv_layout_name(l->b),
-             tv_layout_name(l->y));
+    static const char *const vias[] = {"", " (via opf_op_run)", " (opf_matmul)"};
+    snprintf(ctx, sizeof ctx, "dense%s %s N=%lld K=%lld M=%lld bias=%d act=%s x:%s w:%s b:%s y:%s", vias[via],
+             dtype_str(dt), (long long)N, (long long)K, (long long)M, with_bias,
+             relu ? (via == VIA_MATMUL ? "leaky epilogue" : "relu") : "none", tv_layout_name(l->x),
+             tv_layout_name(l->w), tv_layout_name(l->b), tv_layout_name(l->y));
     const int64_t xs[2] = {N, K}, ws[2] = {K, M}, bs[1] = {M}, ys[2] = {N, M};
     tview x, w, b, y;
     tv_make(&x, dt, 2, xs, l->x, 1);
@@ -488,13 +500,21 @@ static void dense_case(opf_dtype dt, int64_t N, int64_t K, int64_t M, int with_b
     to_double(dt, tx, nx, dx);
     to_double(dt, tw, nw, dw);
     to_double(dt, tb, nb, db);
-    ref_dense((size_t)N, (size_t)K, (size_t)M, dx, dw, with_bias ? db : NULL, relu, ref_eps(dt == OPF_F64), want, tol);
+    const double slope = LEAKY_SLOPE_X8 / 8.0;
+    ref_dense((size_t)N, (size_t)K, (size_t)M, dx, dw, with_bias ? db : NULL, relu && via != VIA_MATMUL,
+              ref_eps(dt == OPF_F64), want, tol);
+    for (size_t i = 0; via == VIA_MATMUL && relu && i < ny; i++) {
+        want[i] = want[i] > 0 ? want[i] : want[i] * slope;
+    }
 
     unsigned char *sx = snapshot(&x), *sw = snapshot(&w), *sb = snapshot(&b);
     opf_status st;
-    if (via_table) {
+    if (via == VIA_TABLE) {
         st = run_row("dense", (named_arg[]){{"x", &x.t}, {"w", &w.t}, {"b", with_bias ? &b.t : NULL}}, 3,
                      (named_arg[]){{"y", &y.t}}, 1, "activation", 0, relu ? OPF_ACT_RELU : OPF_ACT_NONE, 1);
+    } else if (via == VIA_MATMUL) {
+        const opf_attr_value attrs[OPF_MAX_ATTRS] = {{.f = slope}};
+        st = opf_matmul(&x.t, &w.t, with_bias ? &b.t : NULL, relu ? &leaky : NULL, attrs, &y.t);
     } else {
         st = opf_dense(&x.t, &w.t, with_bias ? &b.t : NULL, relu ? OPF_ACT_RELU : OPF_ACT_NONE, &y.t);
     }
@@ -540,8 +560,7 @@ static const dense_dims dense_shapes[] = {
     {2, 3, 2100},
 };
 
-TEST(test_dense) {
-    rng r = rng_seed(0xDE45Eu);
+static void dense_sweep(dense_via via, rng *r) {
     for (size_t di = 0; di < 2; di++) {
         for (size_t si = 0; si < sizeof dense_shapes / sizeof dense_shapes[0]; si++) {
             const dense_dims *s = &dense_shapes[si];
@@ -554,8 +573,8 @@ TEST(test_dense) {
                     if (big && li != flags % NUM_DENSE_LAYOUTS) {
                         continue; /* big shapes: one layout set per flag combination */
                     }
-                    dense_case(dtypes[di], s->n, s->k, s->m, flags & 1, (flags >> 1) & 1, &dense_layout_sets[li], 0,
-                               &r);
+                    dense_case(dtypes[di], s->n, s->k, s->m, flags & 1, (flags >> 1) & 1, &dense_layout_sets[li], via,
+                               r);
                 }
             }
             if (harness_test_failures() > 50) {
@@ -565,6 +584,60 @@ TEST(test_dense) {
     }
 }
 
+TEST(test_dense) {
+    rng r = rng_seed(0xDE45Eu);
+    dense_sweep(VIA_DENSE, &r);
+}
+
+/* opf_matmul: the same shapes and layouts, its epilogue where dense has its ReLU. */
+TEST(test_matmul) {
+    rng r = rng_seed(0x3A73u);
+    dense_sweep(VIA_MATMUL, &r);
+}
+
+/* Known values, the attributes the epilogue sees, NULL attrs (all zero: a
+ * slope of 0 is a ReLU), and the same bits on one thread and on several. */
+TEST(test_matmul_known_values) {
+    const int64_t s22[2] = {2, 2}, s2[1] = {2};
+    float x[4] = {1, 2, 3, 4}, w[4] = {5, 6, 7, 8}, b[2] = {1, -100}, y[4];
+    opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, s22), tw = opf_tensor_make(w, OPF_F32, 2, s22),
+               tb = opf_tensor_make(b, OPF_F32, 1, s2), ty = opf_tensor_make(y, OPF_F32, 2, s22);
+    CHECK_OK(opf_matmul(&tx, &tw, &tb, NULL, NULL, &ty), "matmul");
+    CHECK_CLOSE_F32(y, ((float[]){20, -78, 44, -50}), 4, 0, 0, "matmul, no epilogue");
+    const opf_attr_value half[OPF_MAX_ATTRS] = {{.f = 0.5}};
+    CHECK_OK(opf_matmul(&tx, &tw, &tb, &leaky, half, &ty), "matmul, leaky 0.5");
+    CHECK_CLOSE_F32(y, ((float[]){20, -39, 44, -25}), 4, 0, 0, "matmul, leaky epilogue of slope 0.5");
+    CHECK_OK(opf_matmul(&tx, &tw, &tb, &leaky, NULL, &ty), "matmul, NULL attrs");
+    CHECK_CLOSE_F32(y, ((float[]){20, 0, 44, 0}), 4, 0, 0, "matmul, leaky epilogue of slope 0 (NULL attrs)");
+    /* y transposed: the epilogue reads and writes it through a buffer */
+    const int64_t tstr[2] = {1, 2};
+    ty.strides = tstr;
+    CHECK_OK(opf_matmul(&tx, &tw, &tb, &leaky, half, &ty), "matmul, y transposed");
+    CHECK_CLOSE_F32(y, ((float[]){20, 44, -39, -25}), 4, 0, 0, "matmul, leaky epilogue into y transposed");
+    /* one thread and several: the same bits */
+    enum { N = 67, K = 300, M = 515 };
+    rng r = rng_seed(0x3A74u);
+    double *a = xcalloc(N * K, sizeof *a), *bw = xcalloc(K * M, sizeof *bw), *y1 = xcalloc(N * M, sizeof *y1),
+           *y2 = xcalloc(N * M, sizeof *y2);
+    for (int i = 0; i < N * K; i++) {
+        a[i] = rng_uniform(&r, -1, 1);
+    }
+    for (int i = 0; i < K * M; i++) {
+        bw[i] = rng_uniform(&r, -1, 1);
+    }
+    const int64_t as[2] = {N, K}, ws[2] = {K, M}, ys[2] = {N, M};
+    opf_tensor ta = opf_tensor_make(a, OPF_F64, 2, as), tbw = opf_tensor_make(bw, OPF_F64, 2, ws),
+               t1 = opf_tensor_make(y1, OPF_F64, 2, ys), t2 = opf_tensor_make(y2, OPF_F64, 2, ys);
+    const int saved = opf_get_num_threads();
+    CHECK_OK(opf_set_num_threads(1), "one thread");
+    CHECK_OK(opf_matmul(&ta, &tbw, NULL, &leaky, half, &t1), "matmul on one thread");
+    CHECK_OK(opf_set_num_threads(4), "four threads");
+    CHECK_OK(opf_matmul(&ta, &tbw, NULL, &leaky, half, &t2), "matmul on four threads");
+    CHECK_OK(opf_set_num_threads(saved), "restore thread count");
+    CHECK(memcmp(y1, y2, sizeof(double) * N * M) == 0, "matmul: other bits on four threads than on one");
+    free(a), free(bw), free(y1), free(y2);
+}
+
 TEST(test_dense_via_op_run) {
     rng r = rng_seed(0xDE46u);
     static const dense_dims shapes[] = {{3, 5, 7}, {17, 33, 9}, {1, 0, 4}};
@@ -572,7 +645,7 @@ TEST(test_dense_via_op_run) {
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             for (int flags = 0; flags < 4; flags++) {
                 dense_case(dtypes[di], shapes[si].n, shapes[si].k, shapes[si].m, flags & 1, (flags >> 1) & 1,
-                           &dense_layout_sets[(si + (size_t)flags) % NUM_DENSE_LAYOUTS], 1, &r);
+                           &dense_layout_sets[(si + (size_t)flags) % NUM_DENSE_LAYOUTS], VIA_TABLE, &r);
             }
         }
     }
@@ -933,6 +1006,8 @@ int main(void) {
     RUN_TEST(test_dense_known_values);
     RUN_TEST(test_dense);
     RUN_TEST(test_dense_via_op_run);
+    RUN_TEST(test_matmul);
+    RUN_TEST(test_matmul_known_values);
     RUN_TEST(test_dense_nan_propagates);
     RUN_TEST(test_dense_grad_known_values);
     RUN_TEST(test_dense_grad);
