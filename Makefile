@@ -10,6 +10,7 @@
 #   make bench      `opforge bench`: opforge vs installed built-ins vs machine limits
 #   make ab BASE=REV  the library at REV against the working tree's, case by case
 #                   in one process (scripts/ab.sh, bench/ab.c)
+#   make bench-epilogue  gelu fused into the GEMM (opf_matmul) vs dense then gelu
 #   make format     clang-format the C sources
 
 PREFIX ?= /usr/local
@@ -95,7 +96,7 @@ ASAN_TEST_BIN := $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 .PHONY: deps deps-test all lib demo test test-build test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python \
-        test-install bench-build ab venv check-vectorized \
+        test-install bench-build bench-epilogue ab venv check-vectorized \
         install uninstall format format-check clean
 
 PACKAGE_PC := $(BUILD)/package/opforge.pc
@@ -159,8 +160,10 @@ $(BUILD)/asan/tests/%: tests/c/%.c tests/c/harness.c tests/c/*.h $(ASAN_A)
 
 # Every C test at the default ISA level, then at each forced level. (The A/B
 # tool is built here too, so that it compiles with every change.)
-test-c: $(TEST_BIN) $(BUILD)/bench/ab
+test-c: $(TEST_BIN) $(BUILD)/bench/ab $(BUILD)/bench/matmul_epilogue
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+	@echo "== $(BUILD)/bench/matmul_epilogue (a small product)"
+	@$(BUILD)/bench/matmul_epilogue -n 1 33 65 129
 	@echo "== $(BUILD)/bench/ab (the library against itself)"
 	@$(BUILD)/bench/ab -n 1 -copy $(LIB_SO) $(LIB_SO) -- softmax:4x8 rms_norm:4x8,8 >$(BUILD)/bench/ab.out
 	@test "$$(grep -c 'same bits' $(BUILD)/bench/ab.out)" = 2 || { cat $(BUILD)/bench/ab.out; exit 1; }
@@ -168,6 +171,14 @@ test-c: $(TEST_BIN) $(BUILD)/bench/ab
 $(BUILD)/bench/ab: bench/ab.c include/opforge.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_FLAGS) -O2 $< -o $@ -ldl -lm
+
+# gelu fused into the GEMM (opf_matmul's epilogue) against dense then gelu.
+$(BUILD)/bench/matmul_epilogue: bench/matmul_epilogue.c include/opforge.h $(LIB_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_FLAGS) -O2 $< -o $@ -L$(BUILD) -lopforge -Wl,-rpath,$(abspath $(BUILD)) -lm
+bench-epilogue: $(BUILD)/bench/matmul_epilogue
+	$(BUILD)/bench/matmul_epilogue -t 1 2048 1024 4096 8192 256 1024
+	$(BUILD)/bench/matmul_epilogue 2048 1024 4096 8192 256 1024
 
 # Every ISA build of every built-in authored kernel vectorized (a kernel the
 # compiler left scalar computes the same values, 4-16 times slower).

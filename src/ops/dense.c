@@ -341,13 +341,15 @@ static opf_status opf_matmul_disjoint(const opf_tensor *y, const opf_tensor *oth
     return OPF_OK;
 }
 
-opf_status opf_matmul(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b,
-                      const opf_eltwise_kernel *epilogue, const opf_attr_value *attrs, const opf_tensor *y) {
+opf_status opf_matmul(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b, const opf_eltwise_kernel *epilogue,
+                      const opf_attr_value *attrs, const opf_tensor *y) {
     static const char op[] = "opf_matmul";
     opf_clear_error();
     if (x == NULL || w == NULL || y == NULL) {
         return opf_fail(OPF_E_INVALID, op, "%s is NULL; x, w and y are required (b may be NULL)",
-                        x == NULL ? "x" : w == NULL ? "w" : "y");
+                        x == NULL   ? "x"
+                        : w == NULL ? "w"
+                                    : "y");
     }
     const opf_tensor *args[] = {x, w, b, y};
     const char *names[] = {"x", "w", "b", "y"};

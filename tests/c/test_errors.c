@@ -221,13 +221,11 @@ TEST(test_matmul_arguments) {
     opf_tensor w44 = opf_tensor_make(buf + 8, OPF_F32, 2, s44);
     EXPECT_ERROR(opf_matmul(&x, &w44, NULL, NULL, NULL, &y), OPF_E_SHAPE, "opf_matmul", "x is [2,3]", "w is [4,4]");
     opf_tensor y25 = opf_tensor_make(buf + 24, OPF_F32, 2, s25);
-    EXPECT_ERROR(opf_matmul(&x, &w, NULL, NULL, NULL, &y25), OPF_E_SHAPE, "opf_matmul", "y is [2,5]",
-                 "must be [2,4]");
+    EXPECT_ERROR(opf_matmul(&x, &w, NULL, NULL, NULL, &y25), OPF_E_SHAPE, "opf_matmul", "y is [2,5]", "must be [2,4]");
     opf_tensor b5 = opf_tensor_make(buf + 40, OPF_F32, 1, s5);
     EXPECT_ERROR(opf_matmul(&x, &w, &b5, NULL, NULL, &y), OPF_E_SHAPE, "opf_matmul", "b is [5]", "must be [4]");
     opf_tensor w64 = opf_tensor_make(buf + 8, OPF_F64, 2, s34);
-    EXPECT_ERROR(opf_matmul(&x, &w64, NULL, NULL, NULL, &y), OPF_E_DTYPE, "opf_matmul", "w is float64",
-                 "y is float32");
+    EXPECT_ERROR(opf_matmul(&x, &w64, NULL, NULL, NULL, &y), OPF_E_DTYPE, "opf_matmul", "w is float64", "y is float32");
     opf_tensor xh = opf_tensor_make(buf, OPF_F16, 2, s23);
     EXPECT_ERROR(opf_matmul(&xh, &w, NULL, NULL, NULL, &y), OPF_E_DTYPE, "opf_matmul", "x", "float16");
     opf_tensor yc = y;

@@ -160,6 +160,9 @@ def test_linear_everywhere(framework: Framework) -> None:
     op = framework.ops("linear_ops.c")
     x, w = np.random.default_rng(2).standard_normal((3, 4)), np.random.default_rng(3).standard_normal((4, 5))
     close(op("linear")(x, w), x @ w, rtol=1e-12)
+    b = np.random.default_rng(4).standard_normal(5)
+    z = x @ w + b
+    close(op("linear_gelu")(x, w, b), 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z**3))), rtol=1e-12)
 
 
 def test_a_library_in_several_files_everywhere(framework: Framework) -> None:
