@@ -1,11 +1,12 @@
 /*
  * matmul_epilogue.c — what fusing an activation into the GEMM saves:
- * gelu(x @ w + b) as opf_dense then the gelu op (y written to memory, read
- * back, written again), against opf_matmul with gelu's elementwise kernel as
- * its epilogue (the table row's, opf_op_find(opf_builtin_ops(),
- * "gelu")->eltwise), and the product alone. float32, each case timed
- * alternately, the best of REPS; the fused result is checked against the
- * unfused one.
+ * act(x @ w + b) as opf_dense then the activation's op (y written to
+ * memory, read back, written again), against opf_matmul with the
+ * activation's elementwise kernel as its epilogue (the table row's, e.g.
+ * opf_op_find(opf_builtin_ops(), "gelu")->eltwise), and the product alone.
+ * Activations: relu, silu, gelu (erf) and gelu (tanh). float32, each case
+ * timed alternately, the best of REPS; the fused result is checked against
+ * the unfused one.
  *
  *   matmul_epilogue [-t THREADS] [-n REPS] N K M [N K M ...]
  */
@@ -44,10 +45,11 @@ int main(int argc, char **argv) {
     if (threads > 0 && opf_set_num_threads(threads) != OPF_OK) {
         fail("threads");
     }
-    const opf_op_def *gelu = opf_op_find(opf_builtin_ops(), "gelu");
-    if (gelu == NULL || gelu->eltwise == NULL) {
-        fail("the gelu row");
-    }
+    static const struct {
+        const char *label, *row;
+        int64_t attr;
+    } acts[] = {{"relu", "relu", 0}, {"silu", "silu", 0}, {"gelu (erf)", "gelu", 0}, {"gelu (tanh)", "gelu", 1}};
+    enum { NUM_ACTS = sizeof acts / sizeof acts[0] };
     printf("float32, %d thread(s), best of %d; ISA level %s\n", opf_get_num_threads(), reps,
            opf_isa_name(opf_get_isa()));
     for (; arg + 2 < argc; arg += 3) {
@@ -76,8 +78,12 @@ int main(int argc, char **argv) {
         opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, xs), tw = opf_tensor_make(w, OPF_F32, 2, ws),
                    tb = opf_tensor_make(b, OPF_F32, 1, bs), tz = opf_tensor_make(z, OPF_F32, 2, ys),
                    ty = opf_tensor_make(y, OPF_F32, 2, ys), tf = opf_tensor_make(fused, OPF_F32, 2, ys);
-        for (int form = 0; form < 2; form++) {
-            const opf_attr_value attrs[OPF_MAX_ATTRS] = {{.i = form}}; /* approximate: none (erf), tanh */
+        for (int a = 0; a < NUM_ACTS; a++) {
+            const opf_op_def *act = opf_op_find(opf_builtin_ops(), acts[a].row);
+            if (act == NULL || act->eltwise == NULL) {
+                fail(acts[a].row);
+            }
+            const opf_attr_value attrs[OPF_MAX_ATTRS] = {{.i = acts[a].attr}}; /* gelu: approximate */
             double best[3] = {1e30, 1e30, 1e30};
             for (int r = 0; r < reps + 1; r++) {
                 double t0 = now();
@@ -86,12 +92,12 @@ int main(int argc, char **argv) {
                 }
                 double t1 = now();
                 if (opf_dense(&tx, &tw, &tb, OPF_ACT_NONE, &tz) != OPF_OK ||
-                    opf_op_run(gelu, (const opf_tensor *[]){&tz}, (const opf_tensor *[]){&ty}, attrs) != OPF_OK) {
-                    fail("dense, then gelu");
+                    opf_op_run(act, (const opf_tensor *[]){&tz}, (const opf_tensor *[]){&ty}, attrs) != OPF_OK) {
+                    fail("dense, then the activation");
                 }
                 double t2 = now();
-                if (opf_matmul(&tx, &tw, &tb, gelu->eltwise, attrs, &tf) != OPF_OK) {
-                    fail("opf_matmul with gelu's epilogue");
+                if (opf_matmul(&tx, &tw, &tb, act->eltwise, attrs, &tf) != OPF_OK) {
+                    fail("opf_matmul with the activation as its epilogue");
                 }
                 double t3 = now();
                 if (r > 0) { /* (the first round warms up) */
@@ -105,9 +111,9 @@ int main(int argc, char **argv) {
                 const double d = fabs((double)fused[i] - (double)y[i]) / (fabs((double)y[i]) + 1e-30);
                 worst = d > worst ? d : worst;
             }
-            printf("[%lld, %lld] @ [%lld, %lld], gelu %s: product %.3f ms; dense then gelu %.3f ms (+%.3f); "
-                   "fused %.3f ms (+%.3f): %.2fx; largest relative difference %.1e\n",
-                   (long long)n, (long long)k, (long long)k, (long long)m, form ? "tanh" : "erf", best[0] * 1e3,
+            printf("[%lld, %lld] @ [%lld, %lld], %-11s: product %8.3f ms; dense then %s %8.3f ms (+%.3f); "
+                   "fused %8.3f ms (+%.3f): %.2fx; largest relative difference %.1e\n",
+                   (long long)n, (long long)k, (long long)k, (long long)m, acts[a].label, best[0] * 1e3, acts[a].row,
                    best[1] * 1e3, (best[1] - best[0]) * 1e3, best[2] * 1e3, (best[2] - best[0]) * 1e3,
                    best[1] / best[2], worst);
         }
