@@ -216,7 +216,7 @@ def _mark_used(*paths: Path) -> None:
 def _trim() -> None:
     from . import _cache
 
-    _cache.trim()
+    _cache.trim(cache_dir())
 
 
 def _parse_deps(text: str) -> list[str]:

@@ -1,11 +1,12 @@
 """The build cache's upkeep: what it holds, and removing what has not been
 used.
 
-Everything opforge compiles goes to ``cache_dir()`` (``_build``): users' op
-libraries with their manifests and lock files in ``ops/``, the objects of
-libraries built from several files in ``ops/objects/``, source text given as a
-str in ``ops/src/``, copies of rebuilt libraries in ``libs/`` and framework
-adapters in ``adapters/``. Every name carries a key, so an edit adds files and
+Everything opforge compiles goes to the cache directory (``_build.cache_dir()``,
+which the functions here take as ``root``): users' op libraries with their
+manifests and lock files in ``ops/``, the objects of libraries built from
+several files in ``ops/objects/``, source text given as a str in ``ops/src/``,
+copies of rebuilt libraries in ``libs/`` and framework adapters in
+``adapters/``. Every name carries a key, so an edit adds files and
 never replaces one: without upkeep the cache only grows.
 
 A file's last use is the later of its access and modification times; a
@@ -57,12 +58,6 @@ class CacheSection:
     newest_use: Optional[float]
 
 
-def _root() -> Path:
-    from ._build import cache_dir
-
-    return cache_dir()
-
-
 def last_use(st: os.stat_result) -> float:
     """When a file was last used: the later of its access and modification times."""
     return max(st.st_atime, st.st_mtime)
@@ -99,9 +94,8 @@ def _files(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
         yield from _files_of(root / section)
 
 
-def sections() -> list[CacheSection]:
-    """What each folder of the cache holds."""
-    root = _root()
+def sections(root: Path) -> list[CacheSection]:
+    """What each folder of the cache at ``root`` holds."""
     result = []
     for section, description in SECTIONS.items():
         files = [st for _, st in _files_of(root / section)]
@@ -148,8 +142,8 @@ def _in_flight(path: Path, st: os.stat_result, now: float) -> bool:
     return path.name.startswith(".tmp-") and last_use(st) >= now - GRACE
 
 
-def clean(unused_for: Optional[float] = None) -> tuple[int, int]:
-    """Removes every file of the cache, or, with ``unused_for`` (seconds),
+def clean(root: Path, unused_for: Optional[float] = None) -> tuple[int, int]:
+    """Removes every file of the cache at ``root``, or, with ``unused_for`` (seconds),
     those not used for that long; never a build's temporary file that may
     still be written. Returns the files and bytes removed."""
     if unused_for is not None and not unused_for >= 0:
@@ -158,20 +152,20 @@ def clean(unused_for: Optional[float] = None) -> tuple[int, int]:
     cutoff = None if unused_for is None else now - unused_for
     chosen = [
         (path, st)
-        for path, st in _files(_root())
+        for path, st in _files(root)
         if (cutoff is None or last_use(st) < cutoff) and not _in_flight(path, st, now)
     ]
     return _remove(chosen)
 
 
-def trim(limit: Optional[int] = None) -> tuple[int, int]:
-    """Removes the files used least recently while the cache is over
+def trim(root: Path, limit: Optional[int] = None) -> tuple[int, int]:
+    """Removes the files used least recently while the cache at ``root`` is over
     ``limit`` bytes (default: cache_limit()), down to 90% of it, leaving
     those used within GRACE seconds. Returns the files and bytes removed."""
     limit = cache_limit() if limit is None else limit
     if limit <= 0:
         return 0, 0
-    files = list(_files(_root()))
+    files = list(_files(root))
     total = sum(st.st_size for _, st in files)
     if total <= limit:
         return 0, 0

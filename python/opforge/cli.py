@@ -136,12 +136,12 @@ def cache_main(args: argparse.Namespace) -> int:
         if args.unused_for is not None and not args.unused_for >= 0:
             print(f"opforge cache clean: --unused-for {args.unused_for}: expected days, 0 or more", file=sys.stderr)
             return 2
-        files, size = _cache.clean(None if args.unused_for is None else args.unused_for * 86400)
+        files, size = _cache.clean(cache_dir(), None if args.unused_for is None else args.unused_for * 86400)
         what = "" if args.unused_for is None else f" unused for {args.unused_for:g} days"
         print(f"removed {files} files{what} ({_size(size)}) from {cache_dir()}")
         return 0
     now = time.time()
-    sections = _cache.sections()
+    sections = _cache.sections(cache_dir())
     print(f"cache: {cache_dir()} (OPFORGE_CACHE_DIR sets it)")
     print(f"limit: {_size(limit) if limit else 'none'} (OPFORGE_CACHE_SIZE sets it; the least recently used files "
           "go first)")  # fmt: skip

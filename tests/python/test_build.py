@@ -479,14 +479,14 @@ def test_trim_leaves_files_used_within_the_hour_and_stops_at_90_percent(cache: P
         path = ops / f"lib{i}-0123456789abcdef.so"
         path.write_bytes(b"x" * 1000)
         age(path, hours)
-    assert _cache.trim(10_000) == (0, 0), "under the limit: nothing goes"
+    assert _cache.trim(cache, 10_000) == (0, 0), "under the limit: nothing goes"
     # over 3000: down to 2700 at most, the oldest first: 0, 1 and 2 go
-    assert _cache.trim(3000) == (3, 3000)
+    assert _cache.trim(cache, 3000) == (3, 3000)
     assert sorted(p.name[:4] for p in ops.iterdir()) == ["lib3", "lib4"]
     # 0 bytes allowed, but the file used half an hour ago stays
-    assert _cache.trim(1) == (1, 1000)
+    assert _cache.trim(cache, 1) == (1, 1000)
     assert [p.name[:4] for p in ops.iterdir()] == ["lib4"]
-    assert _cache.trim(0) == (0, 0), "0: no limit"
+    assert _cache.trim(cache, 0) == (0, 0), "0: no limit"
 
 
 def test_clean_removes_everything_or_what_was_not_used_for_a_while(cache: Path) -> None:
@@ -499,14 +499,14 @@ def test_clean_removes_everything_or_what_was_not_used_for_a_while(cache: Path) 
         (cache / section).mkdir(parents=True, exist_ok=True)
         (cache / section / name).write_bytes(b"y" * 10)
         age(cache / section / name, hours)
-    assert _cache.clean(48 * HOUR) == (4, 40)
+    assert _cache.clean(cache, 48 * HOUR) == (4, 40)
     assert cache_files(cache) == {
         "ops/objects/t.a-0123456789abcdef.o", "libs/libc-0123456789abcdef.so", "ops/.tmp-a-x1y2z3.so"
     }  # fmt: skip
-    assert _cache.clean() == (2, 20)
+    assert _cache.clean(cache) == (2, 20)
     assert cache_files(cache) == {"ops/.tmp-a-x1y2z3.so"}, "a build's temporary file may still be written"
     with pytest.raises(ValueError, match="expected seconds"):
-        _cache.clean(-1.0)
+        _cache.clean(cache, -1.0)
 
 
 @pytest.mark.parametrize(
