@@ -10,8 +10,9 @@
  * applied on the last, so both are fused into stores of C. An epilogue (an
  * authored elementwise kernel) runs on the last slice's results a block of
  * MC rows by up to OPF_GEMM_EPILOGUE_COLS columns at a time, right after the
- * micro-kernels stored them, so the block is still in L2. Threads split the
- * columns of C, never k, so results do not depend on the thread count.
+ * micro-kernels stored them, rather than in a pass over C of its own. Threads
+ * split the columns of C, never k, so results do not depend on the thread
+ * count.
  */
 #include "gemm.h"
 
@@ -149,8 +150,9 @@ static void opf_call_ukernel(const opf_gemm_job *job, size_t kc, opf_panel a, op
 }
 
 /* Columns of C an epilogue runs on at once (per row: one kernel call), at
- * most: MC rows of 128 float32 fill 40-80 KiB, in L2 beside the packed
- * panels. */
+ * most. (512 measured the same as 128 on a Zen 3: a cheap epilogue's cost
+ * there is the block's lines, which the packed A block read for each panel
+ * has moved out of L1, not the calls; docs/performance-history.md.) */
 enum { OPF_GEMM_EPILOGUE_COLS = 128 };
 
 /* The epilogue on rows [row, row + rows) and columns [col, col + cols) of C,
