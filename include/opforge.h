@@ -695,10 +695,11 @@ OPF_API int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, f
  * CPU; any strides (a transposed operand is a view with its two strides
  * swapped). epilogue: NULL, or an elementwise kernel of one input and one
  * output (OPF_ELTWISE_KERNEL, its build for the ISA level in use), run in
- * place on blocks of y while they are in cache, after the last product is
- * added, with `attrs` (NULL: all zero). y must not overlap x, w, b or
- * itself. Results do not depend on the thread count. A bad argument is an
- * error naming it (OPF_E_SHAPE, OPF_E_DTYPE, OPF_E_DEVICE, OPF_E_LAYOUT,
+ * place on each block of y right after the block's last product is added
+ * (not in a pass over y of its own), with `attrs` (OPF_MAX_ATTRS values, the
+ * kernel's attrs[i]; NULL: all zero). y must not overlap x, w, b or itself.
+ * Results do not depend on the thread count. A bad argument is an error
+ * naming it (OPF_E_SHAPE, OPF_E_DTYPE, OPF_E_DEVICE, OPF_E_LAYOUT,
  * OPF_E_INVALID). */
 OPF_API opf_status opf_matmul(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b,
                               const opf_eltwise_kernel *epilogue, const opf_attr_value *attrs, const opf_tensor *y);

@@ -328,12 +328,10 @@ const opf_op_decl opf_decl_dense_grad_grad = {
     .compute = dense_grad_grad_compute,
 };
 
-/* --- typed entry points ----------------------------------------------------------- */
-
 /* --- opf_matmul ------------------------------------------------------------------ */
 
-/* Whether y shares memory with `other` (NULL: no); an answer the overlap
- * query cannot give counts as sharing. */
+/* OPF_E_LAYOUT if y shares memory with `other` (NULL: it does not); an answer
+ * the overlap query cannot give counts as sharing. */
 static opf_status opf_matmul_disjoint(const opf_tensor *y, const opf_tensor *other, const char *name) {
     if (other != NULL && opf_tensors_overlap(y, other) != OPF_DISJOINT) {
         return opf_fail(OPF_E_LAYOUT, "opf_matmul", "y overlaps %s: the product would read what it wrote", name);
@@ -413,6 +411,8 @@ opf_status opf_matmul(const opf_tensor *x, const opf_tensor *w, const opf_tensor
     }
     return opf_dense_product(op, x, w, b, 0, fn, values, y);
 }
+
+/* --- typed entry points ----------------------------------------------------------- */
 
 opf_status opf_dense(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b, opf_activation activation,
                      const opf_tensor *y) {
