@@ -246,6 +246,19 @@ def _safe_name(name: str) -> str:
     return cleaned or "ops"
 
 
+def _run(full: list[str], failure: str, display: str) -> str:
+    """Runs a compiler or linker command; returns what it printed, or raises
+    BuildError ("opforge: <failure>:" and its messages) when it fails."""
+    result = subprocess.run(full, capture_output=True, text=True)
+    printed = (result.stdout + result.stderr).strip()
+    if result.returncode != 0:
+        raise BuildError(
+            f"opforge: {failure}:\n{printed}\n(command: {shlex.join(full)})", source=display, command=full,
+            output=printed,
+        )  # fmt: skip
+    return printed
+
+
 def _compile(
     command: list[str],
     link: Sequence[str],
@@ -295,15 +308,7 @@ def _compile(
         # -MMD: the local (non-system) headers it includes, as a make rule
         full = [*command, str(source), "-o", temp, "-MMD", "-MF", deps_file, *link]
         try:
-            result = subprocess.run(full, capture_output=True, text=True)
-            printed = (result.stdout + result.stderr).strip()
-            if result.returncode != 0:
-                raise BuildError(
-                    f"opforge: cannot compile {display}:\n{printed}\n(command: {shlex.join(full)})",
-                    source=display,
-                    command=full,
-                    output=printed,
-                )
+            printed = _run(full, f"cannot compile {display}", display)
             deps = sorted(
                 {os.path.abspath(d) for d in _parse_deps(Path(deps_file).read_text()) if Path(d) != source}
             )
@@ -499,13 +504,7 @@ def _link(objects: list[Built], name: str, with_cuda: bool, ldflags: Sequence[st
         os.close(fd)
         full = [*linker, "-shared", *paths, "-o", temp, *link]
         try:
-            result = subprocess.run(full, capture_output=True, text=True)
-            printed = (result.stdout + result.stderr).strip()
-            if result.returncode != 0:
-                raise BuildError(
-                    f"opforge: cannot link {name} from {display}:\n{printed}\n(command: {shlex.join(full)})",
-                    source=display, command=full, output=printed,
-                )  # fmt: skip
+            _run(full, f"cannot link {name} from {display}", display)
             os.chmod(temp, 0o755)
             os.replace(temp, library)
         finally:

@@ -102,12 +102,14 @@ def build_main(args: argparse.Namespace) -> int:
 
 def _size(count: int) -> str:
     """A byte count for people: 0 B, 812 B, 4.2 KiB, 31.0 MiB, 1.5 GiB."""
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+    if count < 1024:
+        return f"{count} B"
+    value, unit = count / 1024, "KiB"
+    for larger in ("MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, larger
+    return f"{value:.1f} {unit}"
 
 
 def _ago(when: Optional[float], now: float) -> str:
