@@ -17,8 +17,9 @@
  * gelu and silu are evaluated through their tail, T = Φ(-|x|) (exact gelu)
  * or σ(-|v|) (tanh gelu, silu), a number in (0, 1/2]: f(x) = x T for x < 0
  * and x (1 - T) for x >= 0, so neither side cancels. T = e^(-h) M with
- *   exact gelu:  h = x²/2,  M = Φ(-a) e^(a²/2), a = |x| (a polynomial in
- *                t = 2 / (2 + a), scripts/activation_fits.py);
+ *   exact gelu:  h = x²/2,  M = Φ(-a) e^(a²/2), a = |x| (a rational in a
+ *                (float) or a polynomial in 1 / (4 + a) (double),
+ *                scripts/activation_fits.py);
  *   tanh gelu:   h = |v|,   M = 1 / (1 + e^-h);   silu: h = |x|, same M.
  * h is formed as an unevaluated sum hi + lo (x² exactly by an FMA; v with
  * double-word arithmetic): e^-h has the condition number h (up to ~110 in
@@ -165,13 +166,15 @@ typedef struct act_f64 {
 /* ------------------------------------------------------------------------ */
 
 /* Exact gelu: h = x²/2 (hi + lo by an FMA), M = R(a) = Φ(-a) e^(a²/2), a = |x|,
- * = t P(t), t = 2 / (2 + a), P of degree 10 for relative error 2^-25.2 on
- * [0, 15] (scripts/activation_fits.py gelu_f32; double: degree 23 in u, gelu_f64;
- * degree 9, 2^-23.7, measured 4% faster and 6.4 / 7.1 ulp in f / f' over every
- * float, against 5.7 / 5.4).
+ * = P(a) / Q(a), degrees 4 / 5, positive coefficients (no cancellation in
+ * either Horner sum), relative error 2^-27.2 on [0, 15] before rounding
+ * (scripts/activation_fits.py gelu_f32; double: degree 23 in u, gelu_f64).
+ * Over every float: 6.3 / 3.9 / 3.3 ulp in f / f' / f''. It replaced a
+ * degree-10 polynomial in t = 2/(2 + a) (5.7 / 5.4 / 3.3 ulp), whose division
+ * it keeps and whose 11 multiply-class operations it cuts to 9: gelu 1.17×,
+ * gelu_grad 1.18× faster on a Zen 3 (docs/performance-history.md).
  * G = a/√(2π) - R (f' = Φ + x φ), H = (2 - x²)/√(2π). Beyond |x| = 15 (39)
- * every tail underflows. The rounding of t moves R by dR/dt dt, largest near
- * a = 0; a smaller t scale (2 rather than 4) halves that (float: 5.7 ulp). */
+ * every tail underflows. */
 OPF_KERNEL_FN act_f32 act_gelu_erf_f32(float x) {
     float a = opf_fabs_f32(x);
     /* (a minimum, as a blend: the conditional expression kept GCC from vectorizing
@@ -180,18 +183,16 @@ OPF_KERNEL_FN act_f32 act_gelu_erf_f32(float x) {
     float ac = opf_select_f32(a < 15.0f, a, 15.0f);
     float s = ac * ac;
     float es = act_exp_neg_half_f32(s, act_fma_f32(ac, ac, -s)); /* e^(-a²/2) 2^64, a² exact as s + sl */
-    float t = 2.0f / (2.0f + ac);
-    float p = act_fma_f32(-0x1.4c0b92p-5f, t, 0x1.91134ep-3f);
-    p = act_fma_f32(p, t, -0x1.543908p-2f);
-    p = act_fma_f32(p, t, 0x1.e16efap-4f);
-    p = act_fma_f32(p, t, 0x1.51737ep-2f);
-    p = act_fma_f32(p, t, -0x1.9466aap-2f);
-    p = act_fma_f32(p, t, 0x1.90a7e8p-5f);
-    p = act_fma_f32(p, t, 0x1.89c09p-6f);
-    p = act_fma_f32(p, t, 0x1.39adeep-3f);
-    p = act_fma_f32(p, t, 0x1.97f7c4p-3f);
-    p = act_fma_f32(p, t, 0x1.9888c2p-3f);
-    float r = t * p;
+    float p = act_fma_f32(0x1.102c4ap-8f, ac, 0x1.4ee336p-5f);
+    p = act_fma_f32(p, ac, 0x1.78c2d4p-3f);
+    p = act_fma_f32(p, ac, 0x1.c1d232p-2f);
+    p = act_fma_f32(p, ac, 0.5f);
+    float q = act_fma_f32(0x1.551d58p-7f, ac, 0x1.a3be8ep-4f);
+    q = act_fma_f32(q, ac, 0x1.e2b654p-2f);
+    q = act_fma_f32(q, ac, 0x1.349dcap+0f);
+    q = act_fma_f32(q, ac, 0x1.ad2b4ap+0f);
+    q = act_fma_f32(q, ac, 1.0f);
+    float r = p / q;
     es = opf_select_f32(a > 15.0f, 0.0f, es);
     float ts = es * r;
     float ds = es * act_fma_f32(ac, 0x1.988454p-2f, -r);
