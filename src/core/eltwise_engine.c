@@ -855,6 +855,7 @@ typedef struct opf_ew_reduce {
     int64_t per_chunk; /* of the split dim per chunk */
     int partial;       /* accumulators are partial sums of whole outputs */
     int64_t tile_rows; /* rows of the next-to-innermost dim per tile (1: blocks of the innermost) */
+    int whole_rows;    /* tiles as wide as the chunk: an input summed down its columns, read in place */
     int summed[OPF_MAX_ARGS];
     int64_t acc_stride[OPF_MAX_ARGS][OPF_MAX_RANK]; /* per summed output: compact strides over its kept dims */
     int64_t acc_size[OPF_MAX_ARGS];                 /* elements of one chunk's accumulator */
@@ -1028,7 +1029,9 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c, char *scratch
     for (int32_t d = 0; d < job->rank; d++) {
         idx[d] = lo[d];
     }
-    const int64_t n = hi[last] - lo[last], block = OPF_EW_RBLOCK / r->tile_rows;
+    const int64_t n = hi[last] - lo[last];
+    /* (read in place, at OPF_EW_ROW_CALL_MIN elements or more: no buffer holds the tile) */
+    const int64_t block = r->whole_rows && n >= OPF_EW_ROW_CALL_MIN ? n : OPF_EW_RBLOCK / r->tile_rows;
     opf_ew_tile_bufs bufs;
     memset(&bufs, 0, sizeof bufs);
     for (int32_t k = 0; k < count; k++) {
@@ -1138,14 +1141,20 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
      * slower). [8192, 4096] float32 summed over its rows on one Zen 4
      * thread: 0.92-0.96 times NumPy's time in tiles of 4 rows, 0.80-0.84 in
      * tiles of 8; tiles of 16 rows of 64 columns, 1.5 times (too many
-     * streams of rows for the prefetchers). */
+     * streams of rows for the prefetchers). Read in place (contiguous rows),
+     * such a tile is as wide as the chunk rather than OPF_EW_RBLOCK / 8
+     * elements: its eight streams then run from one end of the rows to the
+     * other, instead of 512 bytes at a time with a switch between tiles
+     * (the same sums in the same order). On one Zen 3 thread, 1.23 times
+     * less time than tiles of 128 columns, where NumPy had taken 0.91 of
+     * opforge's time (docs/performance-history.md). */
     int sums_rows = 0;
     for (int32_t j = 0; rank > 1 && j < job->num_out; j++) {
         sums_rows |= r.summed[j] && job->strides[job->num_in + j][rank - 2] == 0 && job->shape[rank - 2] > 1;
     }
-    r.tile_rows = rank > 1 && job->shape[rank - 1] < OPF_EW_RBLOCK / 2 ? OPF_EW_RBLOCK / job->shape[rank - 1]
-                  : sums_rows && r.sums_input                          ? OPF_EW_SUM_ROWS
-                                                                       : 1;
+    const int short_rows = rank > 1 && job->shape[rank - 1] < OPF_EW_RBLOCK / 2;
+    r.tile_rows = short_rows ? OPF_EW_RBLOCK / job->shape[rank - 1] : sums_rows && r.sums_input ? OPF_EW_SUM_ROWS : 1;
+    r.whole_rows = !short_rows && sums_rows && r.sums_input && job->strides[0][rank - 1] == 1;
     /* Where to cut: the outermost dim every summed output keeps, if its
      * chunks are long enough; else partial sums along dim 0. */
     int64_t want = (n + OPF_EW_GRAIN - 1) / OPF_EW_GRAIN;
