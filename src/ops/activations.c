@@ -73,6 +73,14 @@ OPF_KERNEL_FN double act_fma_f64(double a, double b, double c) {
 #endif
 }
 
+/* c0 + c1 t + ... + c4 t^4 (c5 t^5), by Horner's rule: an FMA a step. */
+OPF_KERNEL_FN float act_poly4_f32(float t, float c0, float c1, float c2, float c3, float c4) {
+    return act_fma_f32(act_fma_f32(act_fma_f32(act_fma_f32(c4, t, c3), t, c2), t, c1), t, c0);
+}
+OPF_KERNEL_FN float act_poly5_f32(float t, float c0, float c1, float c2, float c3, float c4, float c5) {
+    return act_fma_f32(act_poly4_f32(t, c1, c2, c3, c4, c5), t, c0);
+}
+
 /* The scale of the tails' exponentials: e^-h is computed times 2^ACT_S. */
 #define ACT_UNSCALE_F32 0x1p-64f
 #define ACT_UNSCALE_F64 0x1p-512
@@ -183,15 +191,8 @@ OPF_KERNEL_FN act_f32 act_gelu_erf_f32(float x) {
     float ac = opf_select_f32(a < 15.0f, a, 15.0f);
     float s = ac * ac;
     float es = act_exp_neg_half_f32(s, act_fma_f32(ac, ac, -s)); /* e^(-a²/2) 2^64, a² exact as s + sl */
-    float p = act_fma_f32(0x1.102c4ap-8f, ac, 0x1.4ee336p-5f);
-    p = act_fma_f32(p, ac, 0x1.78c2d4p-3f);
-    p = act_fma_f32(p, ac, 0x1.c1d232p-2f);
-    p = act_fma_f32(p, ac, 0.5f);
-    float q = act_fma_f32(0x1.551d58p-7f, ac, 0x1.a3be8ep-4f);
-    q = act_fma_f32(q, ac, 0x1.e2b654p-2f);
-    q = act_fma_f32(q, ac, 0x1.349dcap+0f);
-    q = act_fma_f32(q, ac, 0x1.ad2b4ap+0f);
-    q = act_fma_f32(q, ac, 1.0f);
+    float p = act_poly4_f32(ac, 0.5f, 0x1.c1d232p-2f, 0x1.78c2d4p-3f, 0x1.4ee336p-5f, 0x1.102c4ap-8f);
+    float q = act_poly5_f32(ac, 1.0f, 0x1.ad2b4ap+0f, 0x1.349dcap+0f, 0x1.e2b654p-2f, 0x1.a3be8ep-4f, 0x1.551d58p-7f);
     float r = p / q;
     es = opf_select_f32(a > 15.0f, 0.0f, es);
     float ts = es * r;
@@ -403,14 +404,8 @@ OPF_KERNEL_FN float act_tanh_f32(float x) {
     /* (each clamp is one min or max instruction, written so that NaN passes) */
     float s = x * x;
     s = 81.0f < s ? 81.0f : s;
-    float p = act_fma_f32(0x1.cade18p-27f, s, 0x1.59c3cep-16f);
-    p = act_fma_f32(p, s, 0x1.ca2cb6p-9f);
-    p = act_fma_f32(p, s, 0x1.120b26p-3f);
-    p = act_fma_f32(p, s, 1.0f);
-    float q = act_fma_f32(0x1.a18108p-21f, s, 0x1.588664p-12f);
-    q = act_fma_f32(q, s, 0x1.a7f80cp-6f);
-    q = act_fma_f32(q, s, 0x1.de5adcp-2f);
-    q = act_fma_f32(q, s, 1.0f);
+    float p = act_poly4_f32(s, 1.0f, 0x1.120b26p-3f, 0x1.ca2cb6p-9f, 0x1.59c3cep-16f, 0x1.cade18p-27f);
+    float q = act_poly4_f32(s, 1.0f, 0x1.de5adcp-2f, 0x1.a7f80cp-6f, 0x1.588664p-12f, 0x1.a18108p-21f);
     float y = (x * p) / q; /* beyond |x| = 9 (and at +-inf): past +-1, clamped below */
     y = 1.0f < y ? 1.0f : y;
     return -1.0f > y ? -1.0f : y;
