@@ -23,6 +23,7 @@ import sys
 from fractions import Fraction
 
 import mpmath as mp
+import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import math_fit as mf  # noqa: E402
@@ -37,8 +38,6 @@ def tail(a):
 def loeb(t, f, m, n, iters):
     """P(t)/Q(t) ~ f, degrees m/n, Q(0) = 1, for the relative error: Loeb's iteration
     (minimize |P - f Q| / (f Q_prev)) with Lawson weights. Returns (error, P, Q)."""
-    import numpy as np
-
     qp, w, best = np.ones_like(t), np.ones_like(t), None
     for _ in range(iters):
         a = np.concatenate([np.vander(t, m + 1, increasing=True),
@@ -57,8 +56,6 @@ def loeb(t, f, m, n, iters):
 def horner_f32(cs, t64):
     """The float Horner sum of cs (lowest degree first) at float points t64 (as
     float64), one rounding per step, as an FMA gives."""
-    import numpy as np
-
     r = np.float32(cs[-1])
     for k in cs[-2::-1]:
         r = (np.float64(r) * t64 + np.float64(k)).astype(np.float32)
@@ -68,8 +65,6 @@ def horner_f32(cs, t64):
 def step_search(c, cost, fixed):
     """Greedy +-1 ulp steps of each float coefficient (but those in fixed) while
     cost(c) falls. Returns (c, cost)."""
-    import numpy as np
-
     top, improved = cost(c), True
     while improved:
         improved = False
@@ -88,8 +83,6 @@ def step_search(c, cost, fixed):
 
 
 def gelu_f32():
-    import numpy as np
-
     m, n, amax = 4, 5, 15.0
     ts = np.concatenate([np.linspace(0, amax, 20000), np.linspace(0, 1, 3000)])
     fit, p, q = loeb(ts, np.array([float(tail(mp.mpf(v))) for v in ts]), m, n, 100)
@@ -133,8 +126,6 @@ def gelu_f64():
 
 
 def tanh_f32():
-    import numpy as np
-
     m = n = 4
     x_max = 9.0
     xs = np.concatenate([np.linspace(1e-4, x_max, 6000), np.linspace(0, 1, 2000)[1:]])
