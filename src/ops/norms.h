@@ -76,10 +76,18 @@ extern "C" {
  * `ahead` bytes further on than p + k are prefetched a group at a time (0:
  * nothing). acc: an array of `lanes`. */
 #define NORMS_LANE_SUM(type, lanes, acc, n, k, term, p, ahead)                                                         \
-    for (int j_ = 0; j_ < (lanes); j_++) {                                                                             \
-        acc[j_] = 0;                                                                                                   \
-    }                                                                                                                  \
     int64_t group_ = 0;                                                                                                \
+    acc[0] = 0;                                                                                                        \
+    if ((n) >= (lanes)) { /* the first group sets the lanes (0 + term: the same bits as adding to 0) */                \
+        if ((ahead) != 0) {                                                                                            \
+            opf_prefetch_at((p), (ahead), (lanes) * (int64_t)sizeof(type));                                            \
+        }                                                                                                              \
+        for (int j_ = 0; j_ < (lanes); j_++) {                                                                         \
+            const int64_t k = j_;                                                                                      \
+            acc[j_] = (type)0 + (term);                                                                                \
+        }                                                                                                              \
+        group_ = (lanes);                                                                                              \
+    }                                                                                                                  \
     for (; group_ + (lanes) <= (n); group_ += (lanes)) {                                                               \
         if ((ahead) != 0) {                                                                                            \
             opf_prefetch_at((p) + group_, (ahead), (lanes) * (int64_t)sizeof(type));                                   \
@@ -100,11 +108,16 @@ extern "C" {
 #define NORMS_G_SUMS_FN(fn, type, lanes)                                                                               \
     OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx) {     \
         type a[lanes], b[lanes];                                                                                       \
-        for (int j = 0; j < lanes; j++) {                                                                              \
-            a[j] = 0;                                                                                                  \
-            b[j] = 0;                                                                                                  \
-        }                                                                                                              \
         int64_t i = 0;                                                                                                 \
+        a[0] = b[0] = 0;                                                                                               \
+        if (n >= lanes) { /* (as NORMS_LANE_SUM) */                                                                    \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                const type g = dy[j] * w[j];                                                                           \
+                a[j] = (type)0 + g;                                                                                    \
+                b[j] = (type)0 + g * (x[j] - mu);                                                                      \
+            }                                                                                                          \
+            i = lanes;                                                                                                 \
+        }                                                                                                              \
         for (; i + lanes <= n; i += lanes) {                                                                           \
             for (int j = 0; j < lanes; j++) {                                                                          \
                 const type g = dy[i + j] * w[i + j];                                                                   \

@@ -59,10 +59,14 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
 #define NORMS_MAX_FN(fn, type, lanes)                                                                                  \
     OPF_KERNEL_FN type fn(int64_t n, const type *x) {                                                                  \
         type m[lanes];                                                                                                 \
-        for (int j = 0; j < lanes; j++) {                                                                              \
-            m[j] = -(type)__builtin_inf();                                                                             \
-        }                                                                                                              \
         int64_t i = 0;                                                                                                 \
+        m[0] = -(type)__builtin_inf();                                                                                 \
+        if (n >= lanes) { /* the first group sets the lanes (NaN ignored: -inf where x is NaN) */                      \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                m[j] = x[j] > -(type)__builtin_inf() ? x[j] : -(type)__builtin_inf();                                  \
+            }                                                                                                          \
+            i = lanes;                                                                                                 \
+        }                                                                                                              \
         for (; i + lanes <= n; i += lanes) {                                                                           \
             for (int j = 0; j < lanes; j++) {                                                                          \
                 m[j] = x[i + j] > m[j] ? x[i + j] : m[j];                                                              \

@@ -702,11 +702,11 @@ TEST(test_rows_summed_output) {
     CHECK_CONTAINS(opf_last_error(), "myops.col_stats: colsum has shape [2], expected [3]");
 }
 
-/* A row op's large outputs (> 4 MiB) are streamed from scratch: the same
+/* A row op's large outputs (> 8 MiB) are streamed from scratch: the same
  * values as a loop, rows not multiples of the stream block, odd offsets. */
 TEST(test_rows_streamed_output) {
     const opf_op_def *op = user_op("center_scale");
-    const int64_t R = harness_slow() ? 4 : 1500, M = 777;
+    const int64_t R = harness_slow() ? 4 : 3000, M = 777;
     int64_t shape[2] = {R, M}, wshape[1] = {M};
     rng r = rng_seed(17);
     float *x = xcalloc((size_t)(R * M), 4), *w = xcalloc((size_t)M, 4), *y = xcalloc((size_t)(R * M) + 1, 4);
@@ -885,7 +885,7 @@ TEST(test_rows_computed_in_scratch) {
 /* Inputs declared ": shape" are neither gathered nor copied: laid out any
  * way over memory that faults when touched, batched (column-major, and
  * contiguous) and not ("w[M]" every other element), the rows come out as
- * 2 x, streamed (4 MiB) and not. */
+ * 2 x, streamed (8.2 MiB) and not. */
 TEST(test_rows_shape_only_inputs) {
     const opf_op_def *op = user_op("twice_like");
     if (!CHECK(op != NULL && (op->inputs[1].flags & OPF_ARG_SHAPE_ONLY) && (op->inputs[2].flags & OPF_ARG_SHAPE_ONLY) &&
@@ -895,7 +895,7 @@ TEST(test_rows_shape_only_inputs) {
     }
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     for (int big = 0; big < 2; big++) {
-        const int64_t R = big ? (harness_slow() ? 300 : 1024) : 9, M = big ? 1024 : 37, n = R * M;
+        const int64_t R = big ? (harness_slow() ? 300 : 2100) : 9, M = big ? 1024 : 37, n = R * M;
         const size_t span = ((size_t)(2 * n) * sizeof(float) + page - 1) / page * page;
         char *nothing = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (!CHECK(nothing != MAP_FAILED, "mmap failed")) {
