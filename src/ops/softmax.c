@@ -125,60 +125,94 @@ OPF_KERNEL_FN int64_t norms_exp_blocks_f64(int64_t n, const double *x, double s,
  * partial sums, added pairwise. A function of its own,
  * so that the partial sums stay in vector registers (two AVX-512 ones for
  * float): a loop carrying them in memory waits on a store-to-load round trip
- * per vector of exponentials. */
+ * per vector of exponentials. Rows shorter than NORMS_BLOCKS_MIN have their
+ * partial sums set by their first group (0 + e: the same bits), in a
+ * function of their own: passed to the blocks' kernel, the sums live in
+ * memory, and zeroing them there took a tenth of softmax's time on rows of
+ * 64 floats. */
+/* (the loops after acc[0 .. NORMS_LANES) and i are set; t: the sum) */
+#define NORMS_EXP_SUM_LOOPS(T, n, x, s, y, ahead, fused, acc, i, t)                                                    \
+    if (y != NULL) {                                                                                                   \
+        for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                               \
+            opf_prefetch_at(x + i, ahead, NORMS_LANES * (int64_t)sizeof(T));                                           \
+            OPF_SIMD_LOOP                                                                                              \
+            for (int j = 0; j < NORMS_LANES; j++) {                                                                    \
+                const T e = NORMS_EXP(x[i + j] - s, fused);                                                            \
+                y[i + j] = e;                                                                                          \
+                acc[j] = acc[j] + e;                                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
+    } else {                                                                                                           \
+        for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                               \
+            opf_prefetch_at(x + i, ahead, NORMS_LANES * (int64_t)sizeof(T));                                           \
+            for (int j = 0; j < NORMS_LANES; j++) {                                                                    \
+                acc[j] = acc[j] + NORMS_EXP(x[i + j] - s, fused);                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }                                                                                                                  \
+    NORMS_PAIRWISE(acc, NORMS_LANES, NORMS_ADD, n)                                                                     \
+    t = acc[0];                                                                                                        \
+    if (__builtin_expect(i + NORMS_GROUP(T) <= n, 0)) { /* (see NORMS_GROUP) */                                        \
+        T q[NORMS_GROUP(T)];                                                                                           \
+        for (int j = 0; j < NORMS_GROUP(T); j++) {                                                                     \
+            q[j] = 0;                                                                                                  \
+        }                                                                                                              \
+        for (; i + NORMS_GROUP(T) <= n; i += NORMS_GROUP(T)) {                                                         \
+            OPF_SIMD_LOOP                                                                                              \
+            for (int j = 0; j < NORMS_GROUP(T); j++) {                                                                 \
+                const T e = NORMS_EXP(x[i + j] - s, fused);                                                            \
+                if (y != NULL) {                                                                                       \
+                    y[i + j] = e;                                                                                      \
+                }                                                                                                      \
+                q[j] = q[j] + e;                                                                                       \
+            }                                                                                                          \
+        }                                                                                                              \
+        OPF_PAIRWISE(q, NORMS_GROUP(T), NORMS_ADD);                                                                    \
+        t = t + q[0];                                                                                                  \
+    }                                                                                                                  \
+    for (; i < n; i++) {                                                                                               \
+        const T e = NORMS_EXP(x[i] - s, fused);                                                                        \
+        if (y != NULL) {                                                                                               \
+            y[i] = e;                                                                                                  \
+        }                                                                                                              \
+        t = t + e;                                                                                                     \
+    }
 #define NORMS_EXP_SUM_FN(fn, type, blocks)                                                                             \
-    OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type *y, int64_t ahead, int fused) {                       \
+    OPF_KERNEL_FN type fn##_short(int64_t n, const type *x, type s, type *y, int64_t ahead, int fused) {               \
         typedef type T;                                                                                                \
-        T acc[NORMS_LANES];                                                                                            \
+        T acc[NORMS_LANES], t;                                                                                         \
+        int64_t i = 0;                                                                                                 \
+        acc[0] = 0;                                                                                                    \
+        if (n >= NORMS_LANES) {                                                                                        \
+            opf_prefetch_at(x, ahead, (int64_t)sizeof(T) * NORMS_LANES);                                               \
+            if (y != NULL) {                                                                                           \
+                OPF_SIMD_LOOP                                                                                          \
+                for (int j = 0; j < NORMS_LANES; j++) {                                                                \
+                    const T e = NORMS_EXP(x[j] - s, fused);                                                            \
+                    y[j] = e;                                                                                          \
+                    acc[j] = (T)0 + e;                                                                                 \
+                }                                                                                                      \
+            } else {                                                                                                   \
+                for (int j = 0; j < NORMS_LANES; j++) {                                                                \
+                    acc[j] = (T)0 + NORMS_EXP(x[j] - s, fused);                                                        \
+                }                                                                                                      \
+            }                                                                                                          \
+            i = NORMS_LANES;                                                                                           \
+        }                                                                                                              \
+        NORMS_EXP_SUM_LOOPS(T, n, x, s, y, ahead, fused, acc, i, t)                                                    \
+        return t;                                                                                                      \
+    }                                                                                                                  \
+    OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type *y, int64_t ahead, int fused) {                       \
+        if (n < NORMS_BLOCKS_MIN) {                                                                                    \
+            return fn##_short(n, x, s, y, ahead, fused);                                                               \
+        }                                                                                                              \
+        typedef type T;                                                                                                \
+        T acc[NORMS_LANES], t;                                                                                         \
         for (int j = 0; j < NORMS_LANES; j++) {                                                                        \
             acc[j] = 0;                                                                                                \
         }                                                                                                              \
         int64_t i = blocks(n, x, s, y, ahead, acc);                                                                    \
-        if (y != NULL) {                                                                                               \
-            for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
-                opf_prefetch_at(x + i, ahead, NORMS_LANES * (int64_t)sizeof(T));                                       \
-                OPF_SIMD_LOOP                                                                                          \
-                for (int j = 0; j < NORMS_LANES; j++) {                                                                \
-                    const T e = NORMS_EXP(x[i + j] - s, fused);                                                        \
-                    y[i + j] = e;                                                                                      \
-                    acc[j] = acc[j] + e;                                                                               \
-                }                                                                                                      \
-            }                                                                                                          \
-        } else {                                                                                                       \
-            for (; i + NORMS_LANES <= n; i += NORMS_LANES) {                                                           \
-                opf_prefetch_at(x + i, ahead, NORMS_LANES * (int64_t)sizeof(T));                                       \
-                for (int j = 0; j < NORMS_LANES; j++) {                                                                \
-                    acc[j] = acc[j] + NORMS_EXP(x[i + j] - s, fused);                                                  \
-                }                                                                                                      \
-            }                                                                                                          \
-        }                                                                                                              \
-        NORMS_PAIRWISE(acc, NORMS_LANES, NORMS_ADD, n)                                                                 \
-        T t = acc[0];                                                                                                  \
-        if (__builtin_expect(i + NORMS_GROUP(T) <= n, 0)) { /* (see NORMS_GROUP) */                                    \
-            T q[NORMS_GROUP(T)];                                                                                       \
-            for (int j = 0; j < NORMS_GROUP(T); j++) {                                                                 \
-                q[j] = 0;                                                                                              \
-            }                                                                                                          \
-            for (; i + NORMS_GROUP(T) <= n; i += NORMS_GROUP(T)) {                                                     \
-                OPF_SIMD_LOOP                                                                                          \
-                for (int j = 0; j < NORMS_GROUP(T); j++) {                                                             \
-                    const T e = NORMS_EXP(x[i + j] - s, fused);                                                        \
-                    if (y != NULL) {                                                                                   \
-                        y[i + j] = e;                                                                                  \
-                    }                                                                                                  \
-                    q[j] = q[j] + e;                                                                                   \
-                }                                                                                                      \
-            }                                                                                                          \
-            OPF_PAIRWISE(q, NORMS_GROUP(T), NORMS_ADD);                                                                \
-            t = t + q[0];                                                                                              \
-        }                                                                                                              \
-        for (; i < n; i++) {                                                                                           \
-            const T e = NORMS_EXP(x[i] - s, fused);                                                                    \
-            if (y != NULL) {                                                                                           \
-                y[i] = e;                                                                                              \
-            }                                                                                                          \
-            t = t + e;                                                                                                 \
-        }                                                                                                              \
+        NORMS_EXP_SUM_LOOPS(T, n, x, s, y, ahead, fused, acc, i, t)                                                    \
         return t;                                                                                                      \
     }
 NORMS_EXP_SUM_FN(norms_exp_sum_f32, float, norms_exp_blocks_f32)
