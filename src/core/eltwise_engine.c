@@ -32,7 +32,6 @@
 #include "threadpool.h"
 
 enum {
-    OPF_EW_STREAM_MIN_BYTES = 4 << 20,  /* outputs this large are streamed past the caches */
     OPF_EW_STREAM_BLOCK = 4096,         /* bytes per output block computed in L1, then streamed */
     OPF_EW_PERIOD_MAX_BYTES = 64 << 10, /* rows repeated along the outer dims read from a buffer: this long at most */
     OPF_EW_STREAM_DENSE_BLOCK = 1024,   /* the same where every operand is contiguous (see opf_ew_streamed) */
@@ -1307,7 +1306,12 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
         return opf_ew_reduce_run(&job, operands, n);
     }
     job.stream_copy = opf_kernels_get()->stream_copy;
-    const int stream = job.stream_copy != NULL && (size_t)n * job.elem >= OPF_EW_STREAM_MIN_BYTES;
+    int64_t call_bytes = 0; /* (OPF_CACHED_MAX_BYTES) */
+    for (int32_t k = 0; k < job.num_in + job.num_out; k++) {
+        const int unread = k < op->num_inputs && (op->inputs[k].flags & OPF_ARG_SHAPE_ONLY);
+        call_bytes += unread ? 0 : opf_tensor_numel(operands[k]) * (int64_t)job.elem;
+    }
+    const int stream = job.stream_copy != NULL && call_bytes > OPF_CACHED_MAX_BYTES;
     if (contiguous) {
         job.probe = stream && job.num_in == 1;
         opf_parallel_for(n, OPF_EW_GRAIN, stream ? opf_ew_streamed : opf_ew_contiguous, &job);

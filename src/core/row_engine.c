@@ -61,14 +61,6 @@ enum {
  * 10-20% faster stored in place, which the windows' times alone do not
  * always tell). */
 #define OPF_ROW_STREAM_RATIO 1.5
-/* Outputs larger than this (all their rows) are streamed past the caches;
- * smaller ones are stored in place, where the next op (or the next call)
- * finds them in the last-level cache. On an AMD Zen 3 (32 MiB L3), one
- * thread, the row ops' 4 MiB outputs ran 1.2-1.35 times faster stored in
- * place than streamed, and 8 MiB ones (softmax 1.15-1.2 times) mostly so;
- * from 12 MiB streaming was as fast or faster (rms_norm, softmax_grad 1.15
- * times, layer_norm at 16 MiB 1.1-1.2 times). */
-#define OPF_ROW_CACHED_MAX_BYTES ((int64_t)8 << 20)
 /* How far ahead (bytes of the batched inputs' rows, rounded up to whole
  * rows) a kernel streaming its outputs prefetches its inputs. */
 #define OPF_ROW_PREFETCH_BYTES ((int64_t)16 << 10)
@@ -586,6 +578,13 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
     opf_status st = OPF_OK;
     int64_t row_elems = 0, in_elems = 0;
     int accumulating = 0;
+    int64_t call_bytes = 0; /* the rows read and written (OPF_CACHED_MAX_BYTES) */
+    for (int32_t k = 0; k < job.num_in + job.num_out; k++) {
+        const opf_arg_def *def = k < job.num_in ? &op->inputs[k] : &op->outputs[k - job.num_in];
+        const opf_tensor *t = k < job.num_in ? inputs[k] : outputs[k - job.num_in];
+        const int counted = t != NULL && (def->flags & OPF_ARG_BATCHED) && !(def->flags & OPF_ARG_SHAPE_ONLY);
+        call_bytes += counted ? opf_tensor_numel(t) * (int64_t)job.elem : 0;
+    }
     for (int32_t k = 0; k < job.num_in + job.num_out; k++) {
         const opf_arg_def *def = k < job.num_in ? &op->inputs[k] : &op->outputs[k - job.num_in];
         opf_row_arg *a = &job.args[k];
@@ -609,7 +608,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         in_elems += k < job.num_in && a->batched ? a->len : 0;
         const int64_t row_bytes = a->len * (int64_t)job.elem;
         a->stream = k >= job.num_in && a->batched && a->contiguous_rows && job.stream_copy != NULL &&
-                    row_bytes >= OPF_ROW_STREAM_MIN_ROW && rows > OPF_ROW_CACHED_MAX_BYTES / row_bytes;
+                    row_bytes >= OPF_ROW_STREAM_MIN_ROW && call_bytes > OPF_CACHED_MAX_BYTES;
         job.streaming |= a->stream;
         job.stream_outs |= a->stream && rows >= OPF_ROW_DIRECT_MIN_BYTES / row_bytes ? 1u << (k - job.num_in) : 0;
         if (a->batched && (!a->contiguous_rows || a->stream)) {

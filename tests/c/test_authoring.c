@@ -318,7 +318,7 @@ TEST(test_eltwise_layouts) {
     }
 }
 
-/* Two outputs, and large enough (> 4 MiB of output) for the streamed path. */
+/* Two outputs, and large enough (more than 16 MiB read and written) for the streamed path. */
 TEST(test_eltwise_two_outputs) {
     const opf_op_def *op = user_op("sum_diff");
     const int64_t n = harness_slow() ? 5000 : (int64_t)1 << 21;
@@ -356,14 +356,14 @@ TEST(test_eltwise_two_outputs) {
     free(a), free(b), free(s), free(d);
 }
 
-/* One input, outputs large enough to stream (> 4 MiB): a kernel that
+/* One input, large enough to stream (more than 16 MiB in all): a kernel that
  * computes little (streamed) and one that computes much (each thread's probe
  * may store its chunk in place after its first blocks), on one thread and
  * two, off the 64-byte lines, and in place: the same bits as the kernel run
  * on small pieces (below the streaming size). */
 TEST(test_eltwise_one_input_large) {
     const int threads = opf_get_num_threads();
-    const int64_t n = harness_slow() ? 5000 : ((int64_t)1 << 21) + 37, piece = 4096;
+    const int64_t n = harness_slow() ? 5000 : ((int64_t)1 << 22) + 37, piece = 4096;
     float *x = xcalloc((size_t)n + 3, 4), *y = xcalloc((size_t)n + 1, 4), *want = xcalloc((size_t)n, 4);
     rng r = rng_seed(11);
     fill_uniform_f32(&r, x, (size_t)n + 3, -3, 3);
@@ -702,7 +702,7 @@ TEST(test_rows_summed_output) {
     CHECK_CONTAINS(opf_last_error(), "myops.col_stats: colsum has shape [2], expected [3]");
 }
 
-/* A row op's large outputs (> 8 MiB) are streamed from scratch: the same
+/* A row op's large outputs (more than 16 MiB read and written) are streamed from scratch: the same
  * values as a loop, rows not multiples of the stream block, odd offsets. */
 TEST(test_rows_streamed_output) {
     const opf_op_def *op = user_op("center_scale");

@@ -498,35 +498,36 @@ TEST(test_large_reductions) {
     binary_once("mul", OPF_F64, (shape){2, {1000, 1}}, (shape){2, {1, 300}}, TV_CONTIG, TV_NEGATIVE, TV_TRANSPOSED, &r);
 }
 
-/* Broadcasts whose outputs are large enough to be streamed (4 MiB and up):
+/* Broadcasts large enough to be streamed (more than 16 MiB read and written):
  * blocks computed into a buffer while the inputs are walked, rows that end
  * inside a block, rows longer than a block, inputs in place, gathered and
  * reversed; an output that is not dense (the plain walk); two outputs; and
  * the output on an input. */
 TEST(test_large_broadcasts) {
     rng r = rng_seed(0x5E1B0C);
-    binary_once("add", OPF_F32, (shape){2, {1030, 1100}}, (shape){1, {1100}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
-    binary_once("mul", OPF_F32, (shape){2, {1030, 1100}}, (shape){2, {1030, 1}}, TV_CONTIG, TV_STEP2, TV_CONTIG, &r);
-    binary_once("mul", OPF_F64, (shape){2, {700, 800}}, (shape){2, {700, 1}}, TV_TRANSPOSED, TV_CONTIG, TV_CONTIG, &r);
-    binary_once("add", OPF_F32, (shape){3, {2, 1000, 600}}, (shape){2, {1000, 1}}, TV_STEP2, TV_NEGATIVE, TV_CONTIG,
+    binary_once("add", OPF_F32, (shape){2, {2060, 1100}}, (shape){1, {1100}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("mul", OPF_F32, (shape){2, {2060, 1100}}, (shape){2, {2060, 1}}, TV_CONTIG, TV_STEP2, TV_CONTIG, &r);
+    binary_once("mul", OPF_F64, (shape){2, {1000, 1100}}, (shape){2, {1000, 1}}, TV_TRANSPOSED, TV_CONTIG, TV_CONTIG,
                 &r);
-    binary_once("add", OPF_F64, (shape){2, {3, 1}}, (shape){2, {1, 250000}}, TV_NEGATIVE, TV_CONTIG, TV_CONTIG, &r);
-    binary_once("add", OPF_F32, (shape){2, {1030, 1100}}, (shape){1, {1100}}, TV_CONTIG, TV_CONTIG, TV_NEGATIVE, &r);
+    binary_once("add", OPF_F32, (shape){3, {4, 1000, 600}}, (shape){2, {1000, 1}}, TV_STEP2, TV_NEGATIVE, TV_CONTIG,
+                &r);
+    binary_once("add", OPF_F64, (shape){2, {3, 1}}, (shape){2, {1, 750000}}, TV_NEGATIVE, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("add", OPF_F32, (shape){2, {2060, 1100}}, (shape){1, {1100}}, TV_CONTIG, TV_CONTIG, TV_NEGATIVE, &r);
     /* Short rows repeated along the outer dims (read from a buffer of the
      * row repeated, whole blocks per kernel call): rows a whole number of
      * lines long or not, the repeated input first or second, float64, and
      * walked instead: a row gathered (step 2), a row repeated along only
      * some outer dims. */
     binary_once("add", OPF_F32, (shape){2, {65536, 64}}, (shape){1, {64}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
-    binary_once("mul", OPF_F32, (shape){2, {1, 33}}, (shape){2, {40000, 33}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
-    binary_once("mul", OPF_F64, (shape){3, {50, 400, 48}}, (shape){1, {48}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
-    binary_once("mul", OPF_F64, (shape){3, {50, 400, 48}}, (shape){1, {48}}, TV_CONTIG, TV_STEP2, TV_CONTIG, &r);
-    binary_once("add", OPF_F32, (shape){2, {1000, 1024}}, (shape){1, {1024}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
-    binary_once("add", OPF_F32, (shape){3, {256, 1, 64}}, (shape){3, {256, 96, 64}}, TV_CONTIG, TV_CONTIG, TV_CONTIG,
+    binary_once("mul", OPF_F32, (shape){2, {1, 33}}, (shape){2, {80000, 33}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("mul", OPF_F64, (shape){3, {100, 400, 48}}, (shape){1, {48}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("mul", OPF_F64, (shape){3, {100, 400, 48}}, (shape){1, {48}}, TV_CONTIG, TV_STEP2, TV_CONTIG, &r);
+    binary_once("add", OPF_F32, (shape){2, {2100, 1024}}, (shape){1, {1024}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
+    binary_once("add", OPF_F32, (shape){3, {256, 1, 64}}, (shape){3, {256, 192, 64}}, TV_CONTIG, TV_CONTIG, TV_CONTIG,
                 &r);
 
     /* bsum_diff's two outputs, one of them reversed (so not streamed: the plain walk). */
-    const int64_t sx[2] = {1100, 1001}, sb[1] = {1001};
+    const int64_t sx[2] = {1500, 1001}, sb[1] = {1001};
     for (int layout = 0; layout < 2; layout++) {
         tview a, b, s, d;
         tv_make(&a, OPF_F32, 2, sx, TV_CONTIG, 1);
@@ -547,7 +548,7 @@ TEST(test_large_broadcasts) {
             const float x = va[i], z = vb[i % sb[0]];
             wrong += gs[i] != x + z || gd[i] != x - z;
         }
-        CHECK(wrong == 0, "bsum_diff [1100, 1001] (d %s): %lld elements wrong", layout ? "reversed" : "contiguous",
+        CHECK(wrong == 0, "bsum_diff [1500, 1001] (d %s): %lld elements wrong", layout ? "reversed" : "contiguous",
               (long long)wrong);
         CHECK_TV_GUARDS(&s, "bsum_diff: guards of s");
         CHECK_TV_GUARDS(&d, "bsum_diff: guards of d");
@@ -556,7 +557,7 @@ TEST(test_large_broadcasts) {
     }
 
     /* The output on the full input: add(x, b) into x. */
-    const int64_t n = 1100, m = 1030;
+    const int64_t n = 2100, m = 1030;
     float *x = xmalloc((size_t)(n * m) * sizeof(float)), *bias = xmalloc((size_t)m * sizeof(float));
     float *want = xmalloc((size_t)(n * m) * sizeof(float));
     for (int64_t i = 0; i < n * m; i++) {
@@ -741,7 +742,7 @@ static char *untouchable(size_t bytes) {
  * into an output of like's shape or summed down to it; contiguous and full
  * of NaN, it changes nothing either. */
 TEST(test_shape_only_inputs_unread) {
-    const int64_t R = harness_slow() ? 96 : 1024, C = harness_slow() ? 80 : 1024; /* 4 MiB of float32: streamed */
+    const int64_t R = harness_slow() ? 96 : 4096, C = harness_slow() ? 80 : 1024; /* 16 MiB of float32: streamed */
     for (int big = 0; big < 2; big++) {
         const int64_t r = big ? R : 7, c = big ? C : 33, n = r * c;
         char *nothing = untouchable((size_t)(2 * n) * sizeof(double));

@@ -1141,7 +1141,7 @@ TEST(test_thread_count_independent) {
     free(sum), free(db), free(dw), free(mean), free(rstd), free(x), free(dy), free(w);
 }
 
-/* Outputs of more than 8 MiB: rows computed in scratch and streamed. */
+/* More than 16 MiB read and written: rows computed in scratch and streamed. */
 TEST(test_large_rows) {
     const int64_t R = harness_slow() ? 8 : 2100, M = 1024;
     int64_t s2[2] = {R, M}, s1[1] = {R}, sm[1] = {M};
