@@ -472,6 +472,13 @@ TEST(test_large_reductions) {
         {{1, {1000003}}, {0, {0}}},              /* everything */
         {{3, {40, 50, 300}}, {3, {40, 1, 300}}}, /* a middle dim summed */
         {{3, {7, 9000, 3}}, {3, {1, 9000, 1}}},  /* outer and inner summed, short rows */
+        /* Short rows summed down their columns in place: float32 tiles of
+         * OPF_EW_SUM_TILE bytes (64 rows of 64, 73 of 56, 682 of 6, 819 of
+         * 5: a short last tile in each chunk), rows under a vector of 8. */
+        {{2, {16389, 64}}, {1, {64}}},
+        {{2, {7777, 56}}, {1, {56}}},
+        {{2, {40000, 6}}, {1, {6}}},
+        {{2, {9001, 5}}, {2, {1, 5}}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int dt = 0; dt < 2; dt++) {
