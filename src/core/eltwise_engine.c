@@ -1349,13 +1349,14 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
     if (reduce) {
         return opf_ew_reduce_run(&job, operands, n);
     }
-    job.stream_copy = opf_kernels_get()->stream_copy;
-    int64_t call_bytes = 0; /* (OPF_CACHED_MAX_BYTES) */
+    const opf_kernels *kernels = opf_kernels_get();
+    job.stream_copy = kernels->stream_copy;
+    int64_t call_bytes = 0; /* (opf_cached_max_bytes) */
     for (int32_t k = 0; k < job.num_in + job.num_out; k++) {
         const int unread = k < op->num_inputs && (op->inputs[k].flags & OPF_ARG_SHAPE_ONLY);
         call_bytes += unread ? 0 : opf_tensor_numel(operands[k]) * (int64_t)job.elem;
     }
-    const int stream = job.stream_copy != NULL && call_bytes > OPF_CACHED_MAX_BYTES;
+    const int stream = job.stream_copy != NULL && call_bytes > opf_cached_max_bytes(kernels);
     if (contiguous) {
         job.probe = stream && job.num_in == 1;
         opf_parallel_for(n, OPF_EW_GRAIN, stream ? opf_ew_streamed : opf_ew_contiguous, &job);

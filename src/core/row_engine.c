@@ -573,12 +573,13 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         rows *= x->shape[d];
     }
     job.rows = rows;
-    job.stream_copy = opf_kernels_get()->stream_copy;
+    const opf_kernels *kernels = opf_kernels_get();
+    job.stream_copy = kernels->stream_copy;
     char *copies[OPF_MAX_ARGS] = {NULL};
     opf_status st = OPF_OK;
     int64_t row_elems = 0, in_elems = 0;
     int accumulating = 0;
-    int64_t call_bytes = 0; /* the rows read and written (OPF_CACHED_MAX_BYTES) */
+    int64_t call_bytes = 0; /* the rows read and written (opf_cached_max_bytes) */
     for (int32_t k = 0; k < job.num_in + job.num_out; k++) {
         const opf_arg_def *def = k < job.num_in ? &op->inputs[k] : &op->outputs[k - job.num_in];
         const opf_tensor *t = k < job.num_in ? inputs[k] : outputs[k - job.num_in];
@@ -608,7 +609,7 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         in_elems += k < job.num_in && a->batched ? a->len : 0;
         const int64_t row_bytes = a->len * (int64_t)job.elem;
         a->stream = k >= job.num_in && a->batched && a->contiguous_rows && job.stream_copy != NULL &&
-                    row_bytes >= OPF_ROW_STREAM_MIN_ROW && call_bytes > OPF_CACHED_MAX_BYTES;
+                    row_bytes >= OPF_ROW_STREAM_MIN_ROW && call_bytes > opf_cached_max_bytes(kernels);
         job.streaming |= a->stream;
         job.stream_outs |= a->stream && rows >= OPF_ROW_DIRECT_MIN_BYTES / row_bytes ? 1u << (k - job.num_in) : 0;
         if (a->batched && (!a->contiguous_rows || a->stream)) {
