@@ -877,6 +877,7 @@ typedef struct opf_ew_reduce {
     int64_t acc_size[OPF_MAX_ARGS];                 /* elements of one chunk's accumulator */
     double *acc[OPF_MAX_ARGS];                      /* one accumulator per chunk */
     int sums_input;    /* a pass-through row summed: its input is summed, with no kernel call */
+    int prefetch;      /* the inputs are larger than the cache: tiles ask for what they read next */
     atomic_int failed; /* a range could not get its tile buffers */
 } opf_ew_reduce;
 
@@ -938,8 +939,12 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
      * two tiles the accumulator's work leaves memory idle: mul's gradient
      * summed over the rows of [8192, 4096] float32 (two inputs read, tiles
      * of 1024 elements of a row) took 1.46 times less time on one thread of
-     * a Zen 4 and 1.33 on two (1.31-1.38 at 4 and 8 KiB ahead). */
-    for (int32_t k = 0; k < job->num_in; k++) {
+     * a Zen 4 and 1.33 on two (1.31-1.38 at 4 and 8 KiB ahead). Not where
+     * the call's inputs fit the cache (opf_cached_max_bytes): there the
+     * prefetches found their lines in the caches already and cost a tenth
+     * of the time of mul's gradient of [16384, 64] float32 summed over its
+     * rows on one Zen 3 thread. */
+    for (int32_t k = 0; r->prefetch && k < job->num_in; k++) {
         if (ptr[k] != buf[k] && !(job->unread >> k & 1)) {
             const int64_t row = rows > 1 ? job->strides[k][last - 1] : n;
             for (int64_t i = 0; i < (row != 0 ? rows : 1); i++) { /* (row 0: the same row again) */
@@ -1166,6 +1171,11 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
     const int32_t rank = job->rank;
     r.sums_input = job->pass_through && r.summed[0]; /* (one output: the table checked) */
     r.acc_fn = opf_ew_acc_variant(job->elem);
+    int64_t in_bytes = 0;
+    for (int32_t k = 0; k < job->num_in; k++) {
+        in_bytes += job->unread >> k & 1 ? 0 : opf_tensor_numel(operands[k]) * (int64_t)job->elem;
+    }
+    r.prefetch = in_bytes > opf_cached_max_bytes(opf_kernels_get());
     r.fill_fn = opf_ew_fill_variant(job->elem);
     /* Short rows: tiles of as many rows as fit. Long rows of an input summed
      * down its columns (a row that copies it): tiles of OPF_EW_SUM_ROWS rows
