@@ -470,16 +470,21 @@ class _Saved:
     and for the others their shape, dtype and device, from which a
     shape-only argument or a zero is made when a rule needs one."""
 
+    SAVED = True  # the layout's entry for a tensor saved itself (its metadata is its own)
+
     def __init__(self, tensors: Sequence[Optional[torch.Tensor]], layout: Sequence[Any]) -> None:
         self._tensors = tensors
         self._layout = layout
 
     @staticmethod
     def layout(padded: Sequence[Optional[torch.Tensor]], uses: Optional[Sequence[Optional[str]]]) -> tuple[Any, ...]:
-        """Per tensor: None where absent, else (shape, dtype, device, use);
-        use None where every tensor is saved."""
+        """Per tensor: None where absent, SAVED where it is saved (uses None:
+        every tensor is), else (shape, dtype, device, use). Only the tensors
+        not saved pay for the metadata reads (a few microseconds a call)."""
+        if uses is None:
+            return tuple(None if t is None else _Saved.SAVED for t in padded)
         return tuple(
-            None if t is None else (t.shape, t.dtype, t.device, None if uses is None else uses[k])
+            None if t is None else _Saved.SAVED if uses[k] == "value" else (t.shape, t.dtype, t.device, uses[k])
             for k, t in enumerate(padded)
         )
 
@@ -490,7 +495,7 @@ class _Saved:
         """Tensor k as a rule takes it: itself, or zeros broadcast to its
         shape (no memory) where the rule reads only the shape."""
         entry = self._layout[k]
-        if entry is None or entry[3] in (None, "value"):
+        if entry is None or entry is _Saved.SAVED or entry[3] is None:
             return self._tensors[k]
         shape, dtype, device, _ = entry
         return torch.zeros((), dtype=dtype, device=device).expand(shape)

@@ -160,6 +160,12 @@ def _rows(layer: str, x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return x if len(shape) == 1 else x.reshape(*x.shape[: x.dim() - len(shape)], -1)
 
 
+def _unrows(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """y (computed on _rows(x)) in x's shape: itself where it has it (one
+    normalized dim), as a reshape in grad mode is a node of its own."""
+    return y if y.dim() == x.dim() else y.reshape(x.shape)
+
+
 class LayerNorm(nn.Module):
     """Layer normalization over the last dims, like ``torch.nn.LayerNorm``:
     ``(x - mean) / sqrt(var + eps) * weight + bias``, one ``opforge::layer_norm``."""
@@ -183,7 +189,7 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = _ops.layer_norm(_rows("LayerNorm", x, self.normalized_shape), self.weight, self.bias, eps=self.eps)[0]
-        return y.reshape(x.shape)
+        return _unrows(y, x)
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
@@ -211,7 +217,7 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
         y = _ops.rms_norm(_rows("RMSNorm", x, self.normalized_shape), self.weight, eps=eps)[0]
-        return y.reshape(x.shape)
+        return _unrows(y, x)
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
