@@ -470,7 +470,7 @@ class _Saved:
     and for the others their shape, dtype and device, from which a
     shape-only argument or a zero is made when a rule needs one."""
 
-    SAVED = True  # the layout's entry for a tensor saved itself (its metadata is its own)
+    SAVED: Any = object()  # the layout's entry for a tensor saved itself (its metadata is its own)
 
     def __init__(self, tensors: Sequence[Optional[torch.Tensor]], layout: Sequence[Any]) -> None:
         self._tensors = tensors
