@@ -1156,8 +1156,9 @@ static void opf_ew_add_into(int64_t n, const double *part, double *acc) {
     }
 }
 
-/* Runs a call whose views sum some outputs (job->fn, elem, attrs, base set). */
-static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *operands, int64_t n) {
+/* Runs a call whose views sum some outputs (job->fn, elem, attrs, base set);
+ * prefetch: its inputs are larger than the cache (opf_cached_max_bytes). */
+static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *operands, int64_t n, int prefetch) {
     opf_ew_reduce r = {.job = job};
     int32_t first_summed = -1;
     for (int32_t j = 0; j < job->num_out; j++) {
@@ -1171,11 +1172,7 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
     const int32_t rank = job->rank;
     r.sums_input = job->pass_through && r.summed[0]; /* (one output: the table checked) */
     r.acc_fn = opf_ew_acc_variant(job->elem);
-    int64_t in_bytes = 0;
-    for (int32_t k = 0; k < job->num_in; k++) {
-        in_bytes += job->unread >> k & 1 ? 0 : opf_tensor_numel(operands[k]) * (int64_t)job->elem;
-    }
-    r.prefetch = in_bytes > opf_cached_max_bytes(opf_kernels_get());
+    r.prefetch = prefetch;
     r.fill_fn = opf_ew_fill_variant(job->elem);
     /* Short rows: tiles of as many rows as fit. Long rows of an input summed
      * down its columns (a row that copies it): tiles of OPF_EW_SUM_ROWS rows
@@ -1356,17 +1353,22 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
         job.base[k] = opf_tensor_base(operands[k]);
         contiguous = contiguous && opf_tensor_is_contiguous(operands[k]);
     }
-    if (reduce) {
-        return opf_ew_reduce_run(&job, operands, n);
-    }
+    /* The bytes the call reads (shape-only inputs not counted) and writes,
+     * against what the cache holds (opf_cached_max_bytes). */
     const opf_kernels *kernels = opf_kernels_get();
-    job.stream_copy = kernels->stream_copy;
-    int64_t call_bytes = 0; /* (opf_cached_max_bytes) */
+    const int64_t cached_max = opf_cached_max_bytes(kernels);
+    int64_t in_bytes = 0, out_bytes = 0;
     for (int32_t k = 0; k < job.num_in + job.num_out; k++) {
         const int unread = k < op->num_inputs && (op->inputs[k].flags & OPF_ARG_SHAPE_ONLY);
-        call_bytes += unread ? 0 : opf_tensor_numel(operands[k]) * (int64_t)job.elem;
+        const int64_t bytes = unread ? 0 : opf_tensor_numel(operands[k]) * (int64_t)job.elem;
+        in_bytes += k < job.num_in ? bytes : 0;
+        out_bytes += k < job.num_in ? 0 : bytes;
     }
-    const int stream = job.stream_copy != NULL && call_bytes > opf_cached_max_bytes(kernels);
+    if (reduce) {
+        return opf_ew_reduce_run(&job, operands, n, in_bytes > cached_max);
+    }
+    job.stream_copy = kernels->stream_copy;
+    const int stream = job.stream_copy != NULL && in_bytes + out_bytes > cached_max;
     if (contiguous) {
         job.probe = stream && job.num_in == 1;
         opf_parallel_for(n, OPF_EW_GRAIN, stream ? opf_ew_streamed : opf_ew_contiguous, &job);
