@@ -598,8 +598,15 @@ enum {
  * GCC kept it on the stack, a spill and a reload per add: [8192, 4096]
  * float32 summed over its rows took 49 ms on one Zen 3 thread, twice a copy
  * of its bytes.) */
+/* Memory an accumulator function asks for as it goes (see
+ * opf_ew_reduce_tile): at[c] .. at[c] + n elements, one line of each per line
+ * of x it adds; NULL: nothing. */
+typedef struct opf_ew_pf {
+    int32_t count;
+    uintptr_t at[OPF_MAX_ARGS];
+} opf_ew_pf;
 typedef void (*opf_ew_acc_fn)(int64_t rows, int64_t n, const void *x, int64_t x_row, double *acc, int64_t acc_row,
-                              int64_t acc_col);
+                              int64_t acc_col, const opf_ew_pf *pf);
 
 typedef double opf_v8d __attribute__((vector_size(64)));
 typedef double opf_v4d __attribute__((vector_size(32)));
@@ -779,7 +786,7 @@ typedef struct opf_p8d {
 
 #define OPF_EW_ACC_FN(name, T, load8, rowsum, target)                                                                  \
     target static void name(int64_t rows, int64_t n, const void *xv, int64_t x_row, double *acc, int64_t acc_row,      \
-                            int64_t acc_col) {                                                                         \
+                            int64_t acc_col, const opf_ew_pf *pf) {                                                    \
         const T *x = (const T *)xv;                                                                                    \
         if (rows > 1 && acc_row == 0 && acc_col == 1) {                                                                \
             OPF_EW_ACC_COLUMNS(T, load8);                                                                              \
@@ -799,6 +806,11 @@ typedef struct opf_p8d {
             }                                                                                                          \
             for (; i + 8 <= n; i += 8) { /* kept: acc_col is 1 (the accumulator is compact) */                         \
                 opf_p8d v, w;                                                                                          \
+                if (pf != NULL && (i * (int64_t)sizeof(T)) % 64 == 0) {                                                \
+                    for (int32_t c = 0; c < pf->count; c++) {                                                          \
+                        __builtin_prefetch((const void *)(pf->at[c] + (uintptr_t)i * sizeof(T)), 0, 2);                \
+                    }                                                                                                  \
+                }                                                                                                      \
                 OPF_LOAD8_F64(v, a + i);                                                                               \
                 load8(w, x + i);                                                                                       \
                 OPF_ADD8(v, w);                                                                                        \
@@ -931,25 +943,44 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
     }
     if (r->sums_input) { /* y = x (OPF_OP_PASS_THROUGH): the input itself is summed, with no kernel call */
         const int64_t x_row = ptr[0] == buf[0] || rows == 1 ? n : job->strides[0][last - 1];
-        r->acc_fn(rows, n, ptr[0], x_row, acc[0], rows > 1 ? r->acc_stride[0][last - 1] : 0, r->acc_stride[0][last]);
+        r->acc_fn(rows, n, ptr[0], x_row, acc[0], rows > 1 ? r->acc_stride[0][last - 1] : 0, r->acc_stride[0][last],
+                  NULL);
         return;
     }
-    /* Inputs the kernel reads in place: their memory OPF_EW_PREFETCH bytes
-     * further on, into L2. The tiles go on along the same rows, and between
-     * two tiles the accumulator's work leaves memory idle: mul's gradient
-     * summed over the rows of [8192, 4096] float32 (two inputs read, tiles
-     * of 1024 elements of a row) took 1.46 times less time on one thread of
-     * a Zen 4 and 1.33 on two (1.31-1.38 at 4 and 8 KiB ahead). Not where
-     * the call's inputs fit the cache (opf_cached_max_bytes): there the
-     * prefetches found their lines in the caches already and cost a tenth
-     * of the time of mul's gradient of [16384, 64] float32 summed over its
-     * rows on one Zen 3 thread. */
+    /* Inputs the kernel reads in place: asked for ahead of the kernel, into
+     * L2. The tiles go on along the same rows, and between two tiles the
+     * accumulator's work leaves memory idle: mul's gradient summed over the
+     * rows of [8192, 4096] float32 (two inputs read, tiles of 1024 elements
+     * of a row) took 1.46 times less time on one thread of a Zen 4 and 1.33
+     * on two with each tile's inputs asked for OPF_EW_PREFETCH bytes ahead,
+     * all at once before the kernel (1.31-1.38 at 4 and 8 KiB ahead). A
+     * tile of one row whose sum keeps its columns (that case) now asks for
+     * the next tile's inputs from inside the accumulator's loop instead, a
+     * line of each per line it adds (opf_ew_pf): on a Zen 3, the burst of
+     * 128 prefetches stalled the core (a fifth of the time went to them)
+     * and took 1.13-1.16 times longer than no prefetch at all, where the
+     * spread ones took 1.23-1.31 times less time than the burst on one and
+     * two threads (1.10 on [1024, 65536]). Not where the call's inputs fit
+     * the cache (opf_cached_max_bytes): there the prefetches found their
+     * lines in the caches already and cost a tenth of the time of mul's
+     * gradient of [16384, 64] float32 summed over its rows on one Zen 3
+     * thread. */
+    opf_ew_pf pf = {0, {0}};
+    int32_t spread_to = -1; /* the summed output whose accumulator's loop asks for the next tile */
+    for (int32_t j = 0; r->prefetch && rows == 1 && spread_to < 0 && j < job->num_out; j++) {
+        spread_to = r->summed[j] && r->acc_stride[j][last] == 1 ? j : -1;
+    }
     for (int32_t k = 0; r->prefetch && k < job->num_in; k++) {
-        if (ptr[k] != buf[k] && !(job->unread >> k & 1)) {
-            const int64_t row = rows > 1 ? job->strides[k][last - 1] : n;
-            for (int64_t i = 0; i < (row != 0 ? rows : 1); i++) { /* (row 0: the same row again) */
-                opf_prefetch_at(start[k] + i * row * elem, OPF_EW_PREFETCH, n * elem);
-            }
+        if (ptr[k] == buf[k] || (job->unread >> k & 1)) {
+            continue;
+        }
+        if (spread_to >= 0) { /* (integer arithmetic: the next tile may lie past the array's end) */
+            pf.at[pf.count++] = (uintptr_t)start[k] + (uintptr_t)(n * elem);
+            continue;
+        }
+        const int64_t row = rows > 1 ? job->strides[k][last - 1] : n;
+        for (int64_t i = 0; i < (row != 0 ? rows : 1); i++) { /* (row 0: the same row again) */
+            opf_prefetch_at(start[k] + i * row * elem, OPF_EW_PREFETCH, n * elem);
         }
     }
     if (!per_row) {
@@ -965,7 +996,8 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
     for (int32_t j = 0; j < job->num_out; j++) {
         const int32_t k = job->num_in + j;
         if (r->summed[j]) {
-            r->acc_fn(rows, n, buf[k], n, acc[j], rows > 1 ? r->acc_stride[j][last - 1] : 0, r->acc_stride[j][last]);
+            r->acc_fn(rows, n, buf[k], n, acc[j], rows > 1 ? r->acc_stride[j][last - 1] : 0, r->acc_stride[j][last],
+                      j == spread_to ? &pf : NULL);
         } else if (ptr[k] == buf[k]) {
             const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
             for (int64_t i = 0; i < rows; i++) {

@@ -503,6 +503,13 @@ TEST(test_large_reductions) {
     }
     binary_once("add", OPF_F32, (shape){2, {1000, 300}}, (shape){1, {300}}, TV_CONTIG, TV_CONTIG, TV_CONTIG, &r);
     binary_once("mul", OPF_F64, (shape){2, {1000, 1}}, (shape){2, {1, 300}}, TV_CONTIG, TV_NEGATIVE, TV_TRANSPOSED, &r);
+    /* Two inputs of more than 16 MiB together, read in place by the kernel in
+     * tiles of one row (1024 elements, then 76): the accumulator's loop asks
+     * for the next tile's memory as it adds (opf_ew_pf), past the arrays'
+     * end after the last tile. float64 too (tiles of 1 KiB). */
+    const shape big[3] = {{2, {2100, 1100}}, {2, {2100, 1100}}, {1, {1100}}};
+    reduce_once("mul_grad", OPF_F32, 3, big, TV_CONTIG, &r);
+    reduce_once("mul_grad", OPF_F64, 3, big, TV_CONTIG, &r);
 }
 
 /* Broadcasts large enough to be streamed (more than 16 MiB read and written):
