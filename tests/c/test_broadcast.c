@@ -510,6 +510,18 @@ TEST(test_large_reductions) {
     const shape big[3] = {{2, {2100, 1100}}, {2, {2100, 1100}}, {1, {1100}}};
     reduce_once("mul_grad", OPF_F32, 3, big, TV_CONTIG, &r);
     reduce_once("mul_grad", OPF_F64, 3, big, TV_CONTIG, &r);
+    /* Columns cut into chunks by the thread count: at one thread, 4 chunks
+     * of 2048 columns ([128, 8192]; OPF_EW_SUM_SEGMENT); at 16, 16 chunks of
+     * 512, narrower than the tiles' prefetch distance, which then reach the
+     * next tile's rows. float64 too. */
+    const shape wide[2] = {{2, {128, 8192}}, {1, {8192}}};
+    const int threads = opf_get_num_threads();
+    for (int t = 1; t <= 16; t += 15) {
+        opf_set_num_threads(t);
+        reduce_once("sum_to", OPF_F32, 2, wide, TV_CONTIG, &r);
+        reduce_once("sum_to", OPF_F64, 2, wide, TV_CONTIG, &r);
+    }
+    opf_set_num_threads(threads);
 }
 
 /* Broadcasts large enough to be streamed (more than 16 MiB read and written):
