@@ -585,7 +585,7 @@ enum {
     OPF_EW_SUM_TILE = 16 << 10,  /* bytes of a tile of short rows summed in place */
     OPF_EW_ROW_CALL_MIN = 64,    /* elements of a row walked in place by a kernel call of its own, at least */
     OPF_EW_MIN_SEGMENT = 512,    /* elements a chunk walks contiguously at least, when cut along an inner dim */
-    OPF_EW_SUM_SEGMENT = 4096,   /* ... and, an input summed down its columns, as many as the threads allow */
+    OPF_EW_SUM_SEGMENT = 4096,   /* ... and, cut along the columns a sum keeps, as many as the threads allow */
     OPF_EW_PARTIAL_SHARE = 4,    /* partial sums take at most 1/4 of the elements the call reads */
     OPF_EW_PARTIAL_MIN = 1 << 16 /* ... or this many, for small calls */
 };
@@ -914,9 +914,11 @@ typedef struct opf_ew_tile_bufs {
 
 /* One tile: `rows` runs (along dim rank-2) of n elements (along dim
  * rank-1), rows * n <= OPF_EW_RBLOCK; start[k] is operand k's first element,
- * acc[j] summed output j's first accumulator element. */
+ * acc[j] summed output j's first accumulator element, next[k] where operand
+ * k's next tile starts (an address to prefetch: past the array's end after
+ * the last tile). */
 static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int64_t rows, int64_t n, char *const *start,
-                               double *const *acc) {
+                               const uintptr_t *next, double *const *acc) {
     const opf_ew_job *job = r->job;
     const int32_t last = job->rank - 1, count = job->num_in + job->num_out;
     const int64_t elem = (int64_t)job->elem;
@@ -983,8 +985,8 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
         if (ptr[k] == buf[k] || (job->unread >> k & 1)) {
             continue;
         }
-        if (spread_to >= 0) { /* (integer arithmetic: the next tile may lie past the array's end) */
-            pf.at[pf.count++] = (uintptr_t)start[k] + (uintptr_t)(n * elem);
+        if (spread_to >= 0) {
+            pf.at[pf.count++] = next[k];
             continue;
         }
         const int64_t row = rows > 1 ? job->strides[k][last - 1] : n;
@@ -1122,14 +1124,20 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c, char *scratch
         for (int64_t done = 0; done < n; done += block) { /* blocks of `last` (one, for short rows) */
             const int64_t len = n - done < block ? n - done : block;
             char *p[OPF_EW_OPERANDS];
+            uintptr_t next[OPF_EW_OPERANDS];
             double *a[OPF_MAX_ARGS];
             for (int32_t k = 0; k < count; k++) {
                 p[k] = ptr[k] + done * job->strides[k][last] * (int64_t)job->elem;
+                /* the next block of this row, else the same columns of the next row (integer arithmetic: the
+                 * last tile's next lies past the array) */
+                next[k] = done + len < n || last == 0
+                              ? (uintptr_t)p[k] + (uintptr_t)(len * job->strides[k][last] * (int64_t)job->elem)
+                              : (uintptr_t)ptr[k] + (uintptr_t)(rows * job->strides[k][last - 1] * (int64_t)job->elem);
             }
             for (int32_t j = 0; j < job->num_out; j++) {
                 a[j] = at[j] != NULL ? at[j] + done * r->acc_stride[j][last] : NULL;
             }
-            opf_ew_reduce_tile(r, &bufs, rows, len, p, a);
+            opf_ew_reduce_tile(r, &bufs, rows, len, p, next, a);
         }
         /* The next tile: dim `last` is done; rows of `outer` were taken at once. */
         idx[outer] += outer < last ? rows - 1 : 0;
@@ -1271,15 +1279,17 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
         r.split = 0;
         chunks = want < job->shape[0] ? want : job->shape[0];
     }
-    /* An input summed down its columns, cut along them: chunks of at least
-     * OPF_EW_SUM_SEGMENT columns while that leaves 4 chunks a thread (the
-     * chunks own their columns: their number does not change the sums).
-     * Each chunk walks down all the rows, 8 at a time, reading a segment of
-     * each: [1024, 32768] float32 in chunks of 512 columns (2 KiB a row)
-     * took 1.31 times as long on one Zen 3 thread as in chunks of 4096
-     * ([512, 65536]: 1.17, [256, 131072]: 1.05; two threads, within 3%). */
+    /* A sum cut along its last dim (the columns it keeps): chunks of at
+     * least OPF_EW_SUM_SEGMENT columns while that leaves 4 chunks a thread
+     * (the chunks own their columns: their number does not change the
+     * sums). Each chunk walks down all the rows, reading a segment of each:
+     * in chunks of 512 columns (2 KiB a row), [1024, 32768] float32 took
+     * 1.31 times as long on one Zen 3 thread summed in place as in chunks of
+     * 4096 ([512, 65536]: 1.17, [256, 131072]: 1.05), and mul's gradient
+     * 1.60 times as long on one thread, 2.10 on two ([256, 32768]: 1.41,
+     * 1.43). */
     const int64_t min_chunks = 4 * (int64_t)opf_get_num_threads();
-    while (!r.partial && r.whole_rows && r.split == rank - 1 && chunks / 2 >= min_chunks &&
+    while (!r.partial && r.split == rank - 1 && chunks / 2 >= min_chunks &&
            (job->shape[r.split] + chunks - 1) / chunks < OPF_EW_SUM_SEGMENT) {
         chunks /= 2;
     }

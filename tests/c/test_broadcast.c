@@ -510,6 +510,10 @@ TEST(test_large_reductions) {
     const shape big[3] = {{2, {2100, 1100}}, {2, {2100, 1100}}, {1, {1100}}};
     reduce_once("mul_grad", OPF_F32, 3, big, TV_CONTIG, &r);
     reduce_once("mul_grad", OPF_F64, 3, big, TV_CONTIG, &r);
+    /* The same cut along the columns (chunks of 4250 columns at one thread:
+     * tiles of 1024, then 154, whose next tile is the next row's). */
+    const shape big_wide[3] = {{2, {128, 17000}}, {2, {128, 17000}}, {1, {17000}}};
+    reduce_once("mul_grad", OPF_F32, 3, big_wide, TV_CONTIG, &r);
     /* Columns cut into chunks by the thread count: at one thread, 4 chunks
      * of 2048 columns ([128, 8192]; OPF_EW_SUM_SEGMENT); at 16, 16 chunks of
      * 512, narrower than the tiles' prefetch distance, which then reach the
