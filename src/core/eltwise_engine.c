@@ -1284,10 +1284,9 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
      * (the chunks own their columns: their number does not change the
      * sums). Each chunk walks down all the rows, reading a segment of each:
      * in chunks of 512 columns (2 KiB a row), [1024, 32768] float32 took
-     * 1.31 times as long on one Zen 3 thread summed in place as in chunks of
-     * 4096 ([512, 65536]: 1.17, [256, 131072]: 1.05), and mul's gradient
-     * 1.60 times as long on one thread, 2.10 on two ([256, 32768]: 1.41,
-     * 1.43). */
+     * 1.17 times as long on one Zen 3 thread summed in place as in chunks of
+     * 4096 ([512, 65536], chunks of 1024: 1.13; [256, 131072], 2048: 1.03),
+     * and mul's gradient 1.32 times as long ([256, 32768]: 1.30). */
     const int64_t min_chunks = 4 * (int64_t)opf_get_num_threads();
     while (!r.partial && r.split == rank - 1 && chunks / 2 >= min_chunks &&
            (job->shape[r.split] + chunks - 1) / chunks < OPF_EW_SUM_SEGMENT) {
