@@ -737,10 +737,11 @@ typedef struct opf_p8d {
         opf_p8d v0, v1, w;                                                                                             \
         int64_t i = 0;                                                                                                 \
         if (n >= 8) {                                                                                                  \
-            const uintptr_t opf__ahead = x_row > n && sizeof(T) == 4 ? (n * (int64_t)sizeof(T) >= 2 * OPF_EW_PREFETCH  \
-                                                                            ? (uintptr_t)OPF_EW_PREFETCH               \
-                                                                            : (uintptr_t)(rows * x_row) * sizeof(T))   \
-                                                                     : 0;                                              \
+            const int opf__wide = n * (int64_t)sizeof(T) >= 2 * OPF_EW_PREFETCH;                                       \
+            const uintptr_t opf__next_rows = (uintptr_t)(rows * x_row) * sizeof(T);                                    \
+            const uintptr_t opf__ahead = x_row <= n || sizeof(T) != 4 ? 0                                              \
+                                         : opf__wide                  ? (uintptr_t)OPF_EW_PREFETCH                     \
+                                                                      : opf__next_rows;                                                 \
             for (; i + 8 <= n; i += 8) {                                                                               \
                 OPF_LOAD8_F64(v0, acc + i);                                                                            \
                 v1 = (opf_p8d){{0}, {0}};                                                                              \
@@ -1128,9 +1129,10 @@ static void opf_ew_reduce_chunk(const opf_ew_reduce *r, int64_t c, char *scratch
             double *a[OPF_MAX_ARGS];
             for (int32_t k = 0; k < count; k++) {
                 p[k] = ptr[k] + done * job->strides[k][last] * (int64_t)job->elem;
-                /* the next block of this row, else the same columns of the next row (integer arithmetic: the
-                 * last tile's next lies past the array) */
-                next[k] = done + len < n || last == 0
+                /* where prefetches go (r->prefetch): the next block of this row, else the same columns of the
+                 * next row (integer arithmetic: the last tile's next lies past the array) */
+                next[k] = !r->prefetch ? 0
+                          : done + len < n || last == 0
                               ? (uintptr_t)p[k] + (uintptr_t)(len * job->strides[k][last] * (int64_t)job->elem)
                               : (uintptr_t)ptr[k] + (uintptr_t)(rows * job->strides[k][last - 1] * (int64_t)job->elem);
             }
