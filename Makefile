@@ -95,7 +95,7 @@ TEST_BIN := $(addprefix $(BUILD)/tests/,$(C_TESTS))
 ASAN_TEST_BIN := $(addprefix $(BUILD)/asan/tests/,$(C_TESTS))
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-.PHONY: deps deps-test all lib demo test test-build test-c test-isa test-asan test-valgrind test-neon test-pkgconfig test-python \
+.PHONY: deps deps-test all lib demo test test-build test-c test-isa test-isa-bits test-asan test-valgrind test-neon test-pkgconfig test-python \
         test-install bench-build bench-epilogue ab venv check-vectorized \
         install uninstall format format-check clean
 
@@ -167,6 +167,16 @@ test-c: $(TEST_BIN) $(BUILD)/bench/ab $(BUILD)/bench/matmul_epilogue
 	@echo "== $(BUILD)/bench/ab (the library against itself)"
 	@$(BUILD)/bench/ab -n 1 -copy $(LIB_SO) $(LIB_SO) -- softmax:4x8 rms_norm:4x8,8 >$(BUILD)/bench/ab.out
 	@test "$$(grep -c 'same bits' $(BUILD)/bench/ab.out)" = 2 || { cat $(BUILD)/bench/ab.out; exit 1; }
+	@$(MAKE) --no-print-directory test-isa-bits
+
+# The row ops' outputs at every ISA level, bit for bit the same
+# (tests/c/isa_bits.c; a level the CPU lacks runs its best one).
+test-isa-bits: $(BUILD)/tests/isa_bits
+	@echo "== $< at every ISA level: $(KERNEL_ISAS)"
+	@set -e; for isa in $(KERNEL_ISAS); do OPFORGE_ISA=$$isa $< >$<.$$isa; done; \
+	  first=$(firstword $(KERNEL_ISAS)); for isa in $(KERNEL_ISAS); do \
+	    if ! cmp -s $<.$$first $<.$$isa; then echo "isa_bits: $$isa differs from $$first:"; \
+	      diff $<.$$first $<.$$isa | head -20; exit 1; fi; done
 
 $(BUILD)/bench/ab: bench/ab.c include/opforge.h
 	@mkdir -p $(dir $@)

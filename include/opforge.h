@@ -1136,10 +1136,13 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
 #define OPF__LEVEL_SCOPE_2 OPF_MATH_USE_FMA OPF__STREAM_LEVEL(2)
 #if defined(__GNUC__)
 #define OPF__STREAM_LEVEL(level)                                                                                       \
-    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"") enum { opf__stream_level = level };  \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wshadow\"") enum {                               \
+        opf__stream_level = level,                                                                                     \
+        opf_vector_bytes = 16 << level                                                                                 \
+    };                                                                                                                 \
     _Pragma("GCC diagnostic pop")
 #else
-#define OPF__STREAM_LEVEL(level) enum { opf__stream_level = level };
+#define OPF__STREAM_LEVEL(level) enum { opf__stream_level = level, opf_vector_bytes = 16 << level };
 #endif
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OPF__TARGET_AVX2 __attribute__((target("avx2,fma")))
@@ -1161,6 +1164,17 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
  * 16-byte stores took it apart first, layer_norm's streamed pass ran
  * three extracts and four stores per line. */
 enum { opf__stream_level = 0 };
+
+/* opf_vector_bytes: in a kernel body, the width in bytes of the vectors its
+ * build computes with: 64 in the AVX-512 build, 32 in the AVX2 build, 16 in
+ * the others (x86-64's base build, SSE2; AArch64's, NEON; and outside a
+ * body). A compile-time constant, like opf_math_fma_ok, for a body that has
+ * two ways of computing the same bits and picks the one its build's
+ * registers hold: layer_norm sums x - K and (x - K)^2 in one pass where the
+ * 2 x 64 floats of partial sums take 8 of AVX-512's 32 registers, and in two
+ * passes where they would take all 16 of AVX2's (norms.h,
+ * norms_c_sums_f32). */
+enum { opf_vector_bytes = 16 };
 #if OPF__STREAMS && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 OPF__TARGET_AVX512 static inline void opf__stream_line_avx512(void *dst, const void *line) {

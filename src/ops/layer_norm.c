@@ -28,12 +28,13 @@
 OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
     T k = n >= 64 ? opf_sum(64, x) / (T)64 : n > 0 ? x[0] : (T)0;
     T s1, s2, d = 0, var = 0;
-    int64_t ahead = NORMS_AHEAD(n); /* the next row, where rows lie one after the other */
+    int64_t ahead = NORMS_AHEAD(n);              /* the next row, where rows lie one after the other */
+    const int one_loop = opf_vector_bytes >= 64; /* (norms_c_sums_f32) */
     for (int pass = 0; pass < 2; pass++, ahead = 0) {
         if (OPF_IS_F64) {
-            norms_c_sums_f64(n, (const double *)x, (double)k, (double *)&s1, (double *)&s2, ahead);
+            norms_c_sums_f64(n, (const double *)x, (double)k, (double *)&s1, (double *)&s2, ahead, one_loop);
         } else {
-            norms_c_sums_f32(n, (const float *)x, (float)k, (float *)&s1, (float *)&s2, ahead);
+            norms_c_sums_f32(n, (const float *)x, (float)k, (float *)&s1, (float *)&s2, ahead, one_loop);
         }
         d = n > 0 ? s1 / (T)n : (T)0;
         var = n > 0 ? s2 / (T)n - d * d : s2 / (T)n; /* NaN for M = 0 */

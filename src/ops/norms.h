@@ -139,17 +139,60 @@ extern "C" {
 NORMS_G_SUMS_FN(norms_g_sums_f32, float, 64)
 NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
 
-/* sum(x - mu) and sum((x - mu)^2), the first prefetching `ahead` bytes
- * further on than x (0: nothing). In two loops, not one of both: both sets
- * of lanes (16 vectors of 8 floats or 4 doubles) are all of AVX2's
- * registers, and GCC kept them on the stack; the second loop finds the row
- * in cache. The same bits either way (each lane adds the same terms in the
- * same order). On a Zen 3 (AVX2), layer_norm's rows of 64 floats took 1.10
- * times as long in one loop; rows of 4096 took as long from memory and 0.97
- * times as long from L3. (NORMS_G_SUMS_FN, of three inputs, was 2-4% slower
- * in two loops.) */
+/* sum(x - mu) and sum((x - mu)^2), prefetching `ahead` bytes further on
+ * than x (0: nothing), in one loop of both where `one_loop`, and in two
+ * loops otherwise. The same bits either way (each lane adds the same terms
+ * in the same order). One loop needs both sets of lanes in registers: 8 of
+ * AVX-512's 32, but all 16 of AVX2's (16 vectors of 8 floats or 4 doubles),
+ * which GCC then kept on the stack; on a Zen 3 (AVX2), layer_norm's rows of
+ * 64 floats took 1.10 times as long in one loop, rows of 4096 as long from
+ * memory and 0.97 times as long from L3. On an Intel Xeon (Emerald Rapids,
+ * AVX-512, one thread), one loop was 1.03-1.12 times as fast on rows of 512
+ * to 16384 floats or doubles (`bench/ab`, same bits; the second pass is time
+ * in which memory has nothing to do), and 0.97-1.00 times on rows of 64 and
+ * 256 (where taking two loops below 512 measured 0.95: the kernel's code
+ * around them changed): layer_norm's body picks one loop for its AVX-512
+ * build (opf_vector_bytes). (NORMS_G_SUMS_FN, of three inputs, was 2-4%
+ * slower in two loops.) */
 #define NORMS_C_SUMS_FN(fn, type, lanes)                                                                               \
-    OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2, int64_t ahead) {                      \
+    OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2, int64_t ahead, int one_loop) {        \
+        if (one_loop) {                                                                                                \
+            type a[lanes], b[lanes];                                                                                   \
+            int64_t i = 0;                                                                                             \
+            a[0] = b[0] = 0;                                                                                           \
+            if (n >= lanes) { /* (as NORMS_LANE_SUM) */                                                                \
+                if (ahead != 0) {                                                                                      \
+                    opf_prefetch_at(x, ahead, lanes *(int64_t)sizeof(type));                                           \
+                }                                                                                                      \
+                for (int j = 0; j < lanes; j++) {                                                                      \
+                    const type d = x[j] - mu;                                                                          \
+                    a[j] = (type)0 + d;                                                                                \
+                    b[j] = (type)0 + d * d;                                                                            \
+                }                                                                                                      \
+                i = lanes;                                                                                             \
+            }                                                                                                          \
+            for (; i + lanes <= n; i += lanes) {                                                                       \
+                if (ahead != 0) {                                                                                      \
+                    opf_prefetch_at(x + i, ahead, lanes * (int64_t)sizeof(type));                                      \
+                }                                                                                                      \
+                for (int j = 0; j < lanes; j++) {                                                                      \
+                    const type d = x[i + j] - mu;                                                                      \
+                    a[j] = a[j] + d;                                                                                   \
+                    b[j] = b[j] + d * d;                                                                               \
+                }                                                                                                      \
+            }                                                                                                          \
+            NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                     \
+            NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                     \
+            type sa = a[0], sb = b[0];                                                                                 \
+            for (; i < n; i++) {                                                                                       \
+                const type d = x[i] - mu;                                                                              \
+                sa = sa + d;                                                                                           \
+                sb = sb + d * d;                                                                                       \
+            }                                                                                                          \
+            *s1 = sa;                                                                                                  \
+            *s2 = sb;                                                                                                  \
+            return;                                                                                                    \
+        }                                                                                                              \
         {                                                                                                              \
             type a[lanes];                                                                                             \
             NORMS_LANE_SUM(type, lanes, a, n, k, x[k] - mu, x, ahead)                                                  \
