@@ -500,7 +500,7 @@ test-python-suites:
 
 # What the steps of `make test` compile (a sub-make, after deps-test: whether
 # libFuzzer's runtime is there is decided when the Makefile is read).
-test-build: lib $(TEST_BIN) $(BUILD)/bench/ab $(ASAN_TEST_BIN) $(CLANG_ASAN_TEST_BIN) \
+test-build: lib $(TEST_BIN) $(BUILD)/tests/isa_bits $(BUILD)/bench/ab $(ASAN_TEST_BIN) $(CLANG_ASAN_TEST_BIN) \
             $(addprefix $(BUILD)/asan/fuzz/,$(FUZZ_TARGETS)) $(if $(HAVE_LIBFUZZER),$(addprefix $(FUZZ_DIR)/,$(FUZZ_TARGETS))) \
             neon-build test-cuda-build $(ASAN_PY_SO) venv
 

@@ -102,39 +102,49 @@ extern "C" {
         acc[0] = acc[0] + (term);                                                                                      \
     }
 
+/* NORMS_LANE_SUM of two terms in one loop: a[0] = the sum of term_a, b[0]
+ * that of term_b, each in opf_sum's order (the same bits as two
+ * NORMS_LANE_SUMs). Both sets of lanes live in registers at once. */
+#define NORMS_LANE_SUMS2(type, lanes, a, b, n, k, term_a, term_b, p, ahead)                                            \
+    int64_t group_ = 0;                                                                                                \
+    a[0] = b[0] = 0;                                                                                                   \
+    if ((n) >= (lanes)) { /* (as NORMS_LANE_SUM) */                                                                    \
+        if ((ahead) != 0) {                                                                                            \
+            opf_prefetch_at((p), (ahead), (lanes) * (int64_t)sizeof(type));                                            \
+        }                                                                                                              \
+        for (int j_ = 0; j_ < (lanes); j_++) {                                                                         \
+            const int64_t k = j_;                                                                                      \
+            a[j_] = (type)0 + (term_a);                                                                                \
+            b[j_] = (type)0 + (term_b);                                                                                \
+        }                                                                                                              \
+        group_ = (lanes);                                                                                              \
+    }                                                                                                                  \
+    for (; group_ + (lanes) <= (n); group_ += (lanes)) {                                                               \
+        if ((ahead) != 0) {                                                                                            \
+            opf_prefetch_at((p) + group_, (ahead), (lanes) * (int64_t)sizeof(type));                                   \
+        }                                                                                                              \
+        for (int j_ = 0; j_ < (lanes); j_++) {                                                                         \
+            const int64_t k = group_ + j_;                                                                             \
+            a[j_] = a[j_] + (term_a);                                                                                  \
+            b[j_] = b[j_] + (term_b);                                                                                  \
+        }                                                                                                              \
+    }                                                                                                                  \
+    NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                             \
+    NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                             \
+    for (int64_t k = group_; k < (n); k++) {                                                                           \
+        a[0] = a[0] + (term_a);                                                                                        \
+        b[0] = b[0] + (term_b);                                                                                        \
+    }
+
 /* sum(g) and sum(g (x - mu)) with g = dy w, in one pass: the lanes of
  * opf_sum (64 floats, 32 doubles), each adding its elements' terms, then
  * added pairwise. */
 #define NORMS_G_SUMS_FN(fn, type, lanes)                                                                               \
     OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx) {     \
         type a[lanes], b[lanes];                                                                                       \
-        int64_t i = 0;                                                                                                 \
-        a[0] = b[0] = 0;                                                                                               \
-        if (n >= lanes) { /* (as NORMS_LANE_SUM) */                                                                    \
-            for (int j = 0; j < lanes; j++) {                                                                          \
-                const type g = dy[j] * w[j];                                                                           \
-                a[j] = (type)0 + g;                                                                                    \
-                b[j] = (type)0 + g * (x[j] - mu);                                                                      \
-            }                                                                                                          \
-            i = lanes;                                                                                                 \
-        }                                                                                                              \
-        for (; i + lanes <= n; i += lanes) {                                                                           \
-            for (int j = 0; j < lanes; j++) {                                                                          \
-                const type g = dy[i + j] * w[i + j];                                                                   \
-                a[j] = a[j] + g;                                                                                       \
-                b[j] = b[j] + g * (x[i + j] - mu);                                                                     \
-            }                                                                                                          \
-        }                                                                                                              \
-        NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                         \
-        NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                         \
-        type sa = a[0], sb = b[0];                                                                                     \
-        for (; i < n; i++) {                                                                                           \
-            const type g = dy[i] * w[i];                                                                               \
-            sa = sa + g;                                                                                               \
-            sb = sb + g * (x[i] - mu);                                                                                 \
-        }                                                                                                              \
-        *sg = sa;                                                                                                      \
-        *sgx = sb;                                                                                                     \
+        NORMS_LANE_SUMS2(type, lanes, a, b, n, k, dy[k] * w[k], (dy[k] * w[k]) * (x[k] - mu), dy, 0)                   \
+        *sg = a[0];                                                                                                    \
+        *sgx = b[0];                                                                                                   \
     }
 NORMS_G_SUMS_FN(norms_g_sums_f32, float, 64)
 NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
@@ -158,39 +168,9 @@ NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
     OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2, int64_t ahead, int one_loop) {        \
         if (one_loop) {                                                                                                \
             type a[lanes], b[lanes];                                                                                   \
-            int64_t i = 0;                                                                                             \
-            a[0] = b[0] = 0;                                                                                           \
-            if (n >= lanes) { /* (as NORMS_LANE_SUM) */                                                                \
-                if (ahead != 0) {                                                                                      \
-                    opf_prefetch_at(x, ahead, lanes *(int64_t)sizeof(type));                                           \
-                }                                                                                                      \
-                for (int j = 0; j < lanes; j++) {                                                                      \
-                    const type d = x[j] - mu;                                                                          \
-                    a[j] = (type)0 + d;                                                                                \
-                    b[j] = (type)0 + d * d;                                                                            \
-                }                                                                                                      \
-                i = lanes;                                                                                             \
-            }                                                                                                          \
-            for (; i + lanes <= n; i += lanes) {                                                                       \
-                if (ahead != 0) {                                                                                      \
-                    opf_prefetch_at(x + i, ahead, lanes * (int64_t)sizeof(type));                                      \
-                }                                                                                                      \
-                for (int j = 0; j < lanes; j++) {                                                                      \
-                    const type d = x[i + j] - mu;                                                                      \
-                    a[j] = a[j] + d;                                                                                   \
-                    b[j] = b[j] + d * d;                                                                               \
-                }                                                                                                      \
-            }                                                                                                          \
-            NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                     \
-            NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                     \
-            type sa = a[0], sb = b[0];                                                                                 \
-            for (; i < n; i++) {                                                                                       \
-                const type d = x[i] - mu;                                                                              \
-                sa = sa + d;                                                                                           \
-                sb = sb + d * d;                                                                                       \
-            }                                                                                                          \
-            *s1 = sa;                                                                                                  \
-            *s2 = sb;                                                                                                  \
+            NORMS_LANE_SUMS2(type, lanes, a, b, n, k, x[k] - mu, (x[k] - mu) * (x[k] - mu), x, ahead)                  \
+            *s1 = a[0];                                                                                                \
+            *s2 = b[0];                                                                                                \
             return;                                                                                                    \
         }                                                                                                              \
         {                                                                                                              \
