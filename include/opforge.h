@@ -1167,8 +1167,8 @@ enum { opf__stream_level = 0 };
 
 /* opf_vector_bytes: in a kernel body, the width in bytes of the vectors its
  * build computes with: 64 in the AVX-512 build, 32 in the AVX2 build, 16 in
- * the others (x86-64's base build, SSE2; AArch64's, NEON; and outside a
- * body). A compile-time constant, like opf_math_fma_ok, for a body that has
+ * the others (x86-64's base build, SSE2; AArch64's, NEON; the CUDA build;
+ * and outside a body). A compile-time constant, like opf_math_fma_ok, for a body that has
  * two ways of computing the same bits and picks the one its build's
  * registers hold: layer_norm sums x - K and (x - K)^2 in one pass where the
  * 2 x 64 floats of partial sums take 8 of AVX-512's 32 registers, and in two
