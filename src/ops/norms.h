@@ -70,52 +70,29 @@ extern "C" {
 #define NORMS_AHEAD(len)                                                                                               \
     ((len) * (int64_t)sizeof(T) > OPF_PREFETCH_AHEAD ? (len) * (int64_t)sizeof(T) : (int64_t)OPF_PREFETCH_AHEAD)
 
-/* acc[0] = the sum of `term` (an expression of the element's index k) over
+/* a[0] = the sum of `term_a` (an expression of the element's index k) over
  * k in [0, n), in opf_sum's order: `lanes` partial sums (element k in lane
- * k % lanes), combined pairwise, then the last n % lanes one at a time.
- * `ahead` bytes further on than p + k are prefetched a group at a time (0:
- * nothing). acc: an array of `lanes`. */
-#define NORMS_LANE_SUM(type, lanes, acc, n, k, term, p, ahead)                                                         \
+ * k % lanes), combined pairwise, then the last n % lanes one at a time; and,
+ * where `two` (a constant), b[0] that of term_b in the same loop (the same
+ * bits as a loop of its own; both sets of lanes then live in registers at
+ * once). `ahead` bytes further on than p + k are prefetched a group at a time
+ * (0: nothing). a, b: arrays of `lanes`. */
+#define NORMS_LANE_SUMS(type, lanes, a, b, n, k, term_a, term_b, p, ahead, two)                                        \
     int64_t group_ = 0;                                                                                                \
-    acc[0] = 0;                                                                                                        \
+    a[0] = 0;                                                                                                          \
+    if (two) {                                                                                                         \
+        b[0] = 0;                                                                                                      \
+    }                                                                                                                  \
     if ((n) >= (lanes)) { /* the first group sets the lanes (0 + term: the same bits as adding to 0) */                \
         if ((ahead) != 0) {                                                                                            \
             opf_prefetch_at((p), (ahead), (lanes) * (int64_t)sizeof(type));                                            \
         }                                                                                                              \
         for (int j_ = 0; j_ < (lanes); j_++) {                                                                         \
             const int64_t k = j_;                                                                                      \
-            acc[j_] = (type)0 + (term);                                                                                \
-        }                                                                                                              \
-        group_ = (lanes);                                                                                              \
-    }                                                                                                                  \
-    for (; group_ + (lanes) <= (n); group_ += (lanes)) {                                                               \
-        if ((ahead) != 0) {                                                                                            \
-            opf_prefetch_at((p) + group_, (ahead), (lanes) * (int64_t)sizeof(type));                                   \
-        }                                                                                                              \
-        for (int j_ = 0; j_ < (lanes); j_++) {                                                                         \
-            const int64_t k = group_ + j_;                                                                             \
-            acc[j_] = acc[j_] + (term);                                                                                \
-        }                                                                                                              \
-    }                                                                                                                  \
-    NORMS_PAIRWISE(acc, lanes, NORMS_ADD, n)                                                                           \
-    for (int64_t k = group_; k < (n); k++) {                                                                           \
-        acc[0] = acc[0] + (term);                                                                                      \
-    }
-
-/* NORMS_LANE_SUM of two terms in one loop: a[0] = the sum of term_a, b[0]
- * that of term_b, each in opf_sum's order (the same bits as two
- * NORMS_LANE_SUMs). Both sets of lanes live in registers at once. */
-#define NORMS_LANE_SUMS2(type, lanes, a, b, n, k, term_a, term_b, p, ahead)                                            \
-    int64_t group_ = 0;                                                                                                \
-    a[0] = b[0] = 0;                                                                                                   \
-    if ((n) >= (lanes)) { /* (as NORMS_LANE_SUM) */                                                                    \
-        if ((ahead) != 0) {                                                                                            \
-            opf_prefetch_at((p), (ahead), (lanes) * (int64_t)sizeof(type));                                            \
-        }                                                                                                              \
-        for (int j_ = 0; j_ < (lanes); j_++) {                                                                         \
-            const int64_t k = j_;                                                                                      \
             a[j_] = (type)0 + (term_a);                                                                                \
-            b[j_] = (type)0 + (term_b);                                                                                \
+            if (two) {                                                                                                 \
+                b[j_] = (type)0 + (term_b);                                                                            \
+            }                                                                                                          \
         }                                                                                                              \
         group_ = (lanes);                                                                                              \
     }                                                                                                                  \
@@ -126,14 +103,20 @@ extern "C" {
         for (int j_ = 0; j_ < (lanes); j_++) {                                                                         \
             const int64_t k = group_ + j_;                                                                             \
             a[j_] = a[j_] + (term_a);                                                                                  \
-            b[j_] = b[j_] + (term_b);                                                                                  \
+            if (two) {                                                                                                 \
+                b[j_] = b[j_] + (term_b);                                                                              \
+            }                                                                                                          \
         }                                                                                                              \
     }                                                                                                                  \
     NORMS_PAIRWISE(a, lanes, NORMS_ADD, n)                                                                             \
-    NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                             \
+    if (two) {                                                                                                         \
+        NORMS_PAIRWISE(b, lanes, NORMS_ADD, n)                                                                         \
+    }                                                                                                                  \
     for (int64_t k = group_; k < (n); k++) {                                                                           \
         a[0] = a[0] + (term_a);                                                                                        \
-        b[0] = b[0] + (term_b);                                                                                        \
+        if (two) {                                                                                                     \
+            b[0] = b[0] + (term_b);                                                                                    \
+        }                                                                                                              \
     }
 
 /* sum(g) and sum(g (x - mu)) with g = dy w, in one pass: the lanes of
@@ -142,7 +125,7 @@ extern "C" {
 #define NORMS_G_SUMS_FN(fn, type, lanes)                                                                               \
     OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx) {     \
         type a[lanes], b[lanes];                                                                                       \
-        NORMS_LANE_SUMS2(type, lanes, a, b, n, k, dy[k] * w[k], (dy[k] * w[k]) * (x[k] - mu), dy, 0)                   \
+        NORMS_LANE_SUMS(type, lanes, a, b, n, k, dy[k] * w[k], (dy[k] * w[k]) * (x[k] - mu), dy, 0, 1)                 \
         *sg = a[0];                                                                                                    \
         *sgx = b[0];                                                                                                   \
     }
@@ -168,19 +151,19 @@ NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
     OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2, int64_t ahead, int one_loop) {        \
         if (one_loop) {                                                                                                \
             type a[lanes], b[lanes];                                                                                   \
-            NORMS_LANE_SUMS2(type, lanes, a, b, n, k, x[k] - mu, (x[k] - mu) * (x[k] - mu), x, ahead)                  \
+            NORMS_LANE_SUMS(type, lanes, a, b, n, k, x[k] - mu, (x[k] - mu) * (x[k] - mu), x, ahead, 1)                \
             *s1 = a[0];                                                                                                \
             *s2 = b[0];                                                                                                \
             return;                                                                                                    \
         }                                                                                                              \
         {                                                                                                              \
             type a[lanes];                                                                                             \
-            NORMS_LANE_SUM(type, lanes, a, n, k, x[k] - mu, x, ahead)                                                  \
+            NORMS_LANE_SUMS(type, lanes, a, a, n, k, x[k] - mu, 0, x, ahead, 0)                                        \
             *s1 = a[0];                                                                                                \
         }                                                                                                              \
         {                                                                                                              \
             type b[lanes];                                                                                             \
-            NORMS_LANE_SUM(type, lanes, b, n, k, (x[k] - mu) * (x[k] - mu), x, 0)                                      \
+            NORMS_LANE_SUMS(type, lanes, b, b, n, k, (x[k] - mu) * (x[k] - mu), 0, x, 0, 0)                            \
             *s2 = b[0];                                                                                                \
         }                                                                                                              \
     }
