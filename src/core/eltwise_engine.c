@@ -66,9 +66,11 @@ enum {
  * [1024, 4096] (0.98x), sigmoid 1.41x (1.07x), silu 1.29x (0.98x), tanh
  * 1.08x (0.89x); scale still streams (0.95x, 1.08x); one thread as before.
  * (Stored in place, the kernel now goes in prefetched blocks,
- * opf_ew_in_place; two-input kernels so, gelu_grad, silu_grad, sigmoid_grad,
- * measured 0.97-1.01 times as fast as streamed on an Intel Xeon, Emerald
- * Rapids, and still stream.) */
+ * opf_ew_in_place.) A kernel of more inputs whose arithmetic outlasts its
+ * memory traffic so still streams, in shorter blocks
+ * (opf_ew_dense_block_bytes): stored in place in prefetched blocks,
+ * gelu_grad, silu_grad and sigmoid_grad measured 0.97-1.01 times as fast as
+ * streamed on an Intel Xeon (Emerald Rapids). */
 #define OPF_EW_PLAIN_SHARE 0.3
 
 typedef struct opf_ew_job {
@@ -76,7 +78,7 @@ typedef struct opf_ew_job {
     int pass_through; /* OPF_OP_PASS_THROUGH: fn writes its first input to its one output */
     opf_copy_ukernel stream_copy;
     int walk;        /* opf_ew_streamed walks the inputs (opf_ew_walk) rather than reading them contiguously */
-    int probe;       /* opf_ew_streamed may store in place instead (one contiguous input) */
+    int probe;       /* opf_ew_streamed times its first blocks (contiguous operands): see OPF_EW_PLAIN_SHARE */
     int64_t period;  /* > 0: the inputs lie in iteration order or repeat one row of `period` elements (opf_ew_period) */
     uint32_t unread; /* inputs declared OPF_ARG_SHAPE_ONLY that lie in place (bit k: input k): never prefetched */
     int32_t num_in, num_out;
@@ -261,6 +263,31 @@ static void opf_ew_block_call(const opf_ew_job *job, int64_t pos, int64_t len, c
     opf_ew_call(job, len, ptr);
 }
 
+/* The streamed block of a job of contiguous operands whose arithmetic
+ * outlasts its memory traffic (the probe of opf_ew_streamed): the 1 KiB of
+ * OPF_EW_STREAM_DENSE_BLOCK halved while more than one input is read from
+ * memory, down to 256 bytes, so that a block's burst of prefetches
+ * (opf_ew_block_call) stays at about 16 lines, which such a kernel's
+ * arithmetic then covers. On an Intel Xeon (Emerald Rapids, 2 cores of a
+ * VM), bench/ab, alternating, [8192, 4096] float32, against 1 KiB blocks:
+ * gelu_grad 1.15-1.17x faster on one thread and 1.12-1.22x on two, silu_grad
+ * 1.15x and 1.21x; the same bits. Kernels that compute little (add, mul,
+ * sigmoid_grad, tanh_grad; 0.96-1.04x either way, within the noise) keep
+ * 1 KiB blocks: in 512-byte blocks regardless, add and mul took 2-6% more
+ * time, each block's call costing more than its prefetch burst. */
+static int64_t opf_ew_dense_block_bytes(const opf_ew_job *job) {
+    int32_t reads = 0;
+    for (int32_t k = 0; k < job->num_in; k++) {
+        const int repeated = job->period > 0 && job->strides[k][0] == 0; /* read from a row buffer, in cache */
+        reads += !(job->unread >> k & 1) && !repeated;
+    }
+    int64_t bytes = OPF_EW_STREAM_DENSE_BLOCK;
+    for (; reads > 1 && bytes > 256; reads = (reads + 1) / 2) {
+        bytes /= 2;
+    }
+    return bytes;
+}
+
 /* Elements [pos, end) of a large job stored in place (where the probe of
  * opf_ew_streamed found the kernel's arithmetic outlasting its memory
  * traffic), in blocks of the streamed path's length, each block's inputs
@@ -390,7 +417,7 @@ static int opf_ew_row_buffers(const opf_ew_job *job, int64_t block, char **rows,
  * on one Zen 4 thread. */
 static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
     const opf_ew_job *job = ctx;
-    const int64_t block = (job->walk ? OPF_EW_STREAM_BLOCK : OPF_EW_STREAM_DENSE_BLOCK) / (int64_t)job->elem;
+    int64_t block = (job->walk ? OPF_EW_STREAM_BLOCK : OPF_EW_STREAM_DENSE_BLOCK) / (int64_t)job->elem;
     _Alignas(64) char buf[OPF_MAX_ARGS][OPF_EW_STREAM_BLOCK];
     char *out[OPF_MAX_ARGS];
     for (int32_t j = 0; j < job->num_out; j++) {
@@ -412,8 +439,9 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
         /* The first blocks streamed and timed, then computed again from their
          * inputs, now in cache (the results discarded): where that alone
          * takes most of the time, the kernel's arithmetic outlasts its
-         * memory traffic, and the rest is stored in place (see
-         * OPF_EW_PLAIN_SHARE). */
+         * memory traffic, and the rest of a one-input job is stored in place
+         * (see OPF_EW_PLAIN_SHARE), that of a job of more inputs streamed in
+         * shorter blocks (opf_ew_dense_block_bytes). */
         const double t0 = opf_thread_seconds();
         for (int b = 0; b < OPF_EW_PROBE_BLOCKS && pos < end; b++, pos += len) {
             len = opf_ew_block_len(pos, begin, end, head, block);
@@ -426,9 +454,12 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
         }
         const double compute = opf_thread_seconds() - t1;
         if (compute > OPF_EW_PLAIN_SHARE * (t1 - t0)) {
-            opf_ew_in_place(job, pos, end, rows);
-            free(row_mem);
-            return;
+            if (job->num_in == 1) {
+                opf_ew_in_place(job, pos, end, rows);
+                free(row_mem);
+                return;
+            }
+            block = opf_ew_dense_block_bytes(job) / (int64_t)job->elem;
         }
     }
     for (; pos < end; pos += len) {
@@ -1462,7 +1493,7 @@ opf_status opf_eltwise_engine_run(const opf_op_def *op, const opf_tensor *const 
     job.stream_copy = kernels->stream_copy;
     const int stream = job.stream_copy != NULL && in_bytes + out_bytes > cached_max;
     if (contiguous) {
-        job.probe = stream && job.num_in == 1;
+        job.probe = stream;
         opf_parallel_for(n, OPF_EW_GRAIN, stream ? opf_ew_streamed : opf_ew_contiguous, &job);
         return OPF_OK;
     }

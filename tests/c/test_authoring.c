@@ -25,6 +25,9 @@ OPF_ELTWISE_KERNEL(sq_plus_grad, (dy, x), (dx), dx = 2 * x * dy;)
 OPF_ELTWISE_KERNEL(sum_diff, (a, b), (s, d), s = a + b; d = a - b;)
 /* One input and much arithmetic per element. */
 OPF_ELTWISE_KERNEL(smooth, (x), (y), y = opf_tanh(x) * opf_exp(-x * x) + opf_log1p(x * x);)
+/* Two and three inputs, much arithmetic per element. */
+OPF_ELTWISE_KERNEL(smooth2, (a, b), (y), y = opf_tanh(a) * opf_exp(-b * b) + opf_log1p(a * b);)
+OPF_ELTWISE_KERNEL(smooth3, (a, b, c), (y), y = opf_tanh(a) * opf_exp(-b * c) + opf_log1p(a * a + c);)
 /* Row-wise: sum and maximum of each row. */
 OPF_ROW_KERNEL(row_stats, (x), (sum, max), sum[0] = opf_sum(n, x); max[0] = opf_max(n, x);)
 /* Row-wise with an unbatched input and a batched output: y = (x - mean) * w. */
@@ -191,6 +194,8 @@ static const opf_op_decl user_decls[] = {
     {"sq_plus_grad(dy, x) -> dx", .doc = "2 x dy", .eltwise = &sq_plus_grad},
     {"sum_diff(a, b) -> (s, d)", .doc = "a + b and a - b", .jvp = "s', d' = sum_diff(a', b')", .eltwise = &sum_diff},
     {"smooth(x) -> y", .doc = "tanh(x) exp(-x^2) + log1p(x^2)", .eltwise = &smooth},
+    {"smooth2(a, b) -> y", .doc = "tanh(a) exp(-b^2) + log1p(a b)", .eltwise = &smooth2},
+    {"smooth3(a, b, c) -> y", .doc = "tanh(a) exp(-b c) + log1p(a^2 + c)", .eltwise = &smooth3},
     {"row_stats(x[..., M]) -> (sum[...], max[...])", .doc = "sum and max of rows", .row = &row_stats},
     {"row_stats_2d(x[..., M, N]) -> (sum[...], max[...])", .doc = "sum and max of 2-d rows", .row = &row_stats},
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
@@ -394,6 +399,58 @@ TEST(test_eltwise_one_input_large) {
     }
     opf_set_num_threads(threads);
     free(x), free(y), free(want);
+}
+
+/* Two and three inputs, large enough to stream: kernels that compute much
+ * (each thread's probe may switch its chunk to shorter blocks after its
+ * first ones) and one that computes little, on one thread and two, each
+ * input off the 64-byte lines by its own amount, and in place on the first
+ * input: the same bits as the kernel run on small pieces. */
+TEST(test_eltwise_inputs_large) {
+    const int threads = opf_get_num_threads();
+    const int64_t n = harness_slow() ? 5000 : ((int64_t)1 << 21) + 37, piece = 4096;
+    float *in[3], *y = xcalloc((size_t)n + 2, 4), *want = xcalloc((size_t)n, 4);
+    rng r = rng_seed(12);
+    for (int k = 0; k < 3; k++) {
+        in[k] = xcalloc((size_t)n + 3, 4);
+        fill_uniform_f32(&r, in[k], (size_t)n + 3, 0, 2);
+    }
+    const int offset[3] = {3, 1, 2}; /* elements past each input's start */
+    const char *names[3] = {"smooth2", "smooth3", "sq_plus_grad"};
+    const int arity[3] = {2, 3, 2};
+    for (int o = 0; o < 3; o++) {
+        const opf_op_def *op = user_op(names[o]);
+        opf_tensor t[3];
+        const opf_tensor *ins[3] = {&t[0], &t[1], &t[2]};
+        for (int64_t at = 0; at < n; at += piece) {
+            const int64_t len = n - at < piece ? n - at : piece;
+            for (int k = 0; k < arity[o]; k++) {
+                t[k] = opf_tensor_make(in[k] + offset[k] + at, OPF_F32, 1, &len);
+            }
+            opf_tensor tw = opf_tensor_make(want + at, OPF_F32, 1, &len);
+            CHECK(opf_op_run(op, ins, (const opf_tensor *[]){&tw}, NULL) == OPF_OK, "%s", opf_last_error());
+        }
+        for (int k = 0; k < arity[o]; k++) {
+            t[k] = opf_tensor_make(in[k] + offset[k], OPF_F32, 1, &n);
+        }
+        opf_tensor ty = opf_tensor_make(y + 2, OPF_F32, 1, &n);
+        for (int th = 1; th <= 2; th++) {
+            opf_set_num_threads(th);
+            memset(y, 0, ((size_t)n + 2) * 4);
+            CHECK(opf_op_run(op, ins, (const opf_tensor *[]){&ty}, NULL) == OPF_OK, "%s", opf_last_error());
+            CHECK_SAME_BITS(y + 2, want, n, 4, "%s, %d thread(s)", names[o], th);
+        }
+        /* In place on the first input (a copy of it), on two threads. */
+        memcpy(y + 2, in[0] + offset[0], (size_t)n * 4);
+        t[0] = ty;
+        CHECK(opf_op_run(op, ins, (const opf_tensor *[]){&ty}, NULL) == OPF_OK, "%s", opf_last_error());
+        CHECK_SAME_BITS(y + 2, want, n, 4, "%s in place", names[o]);
+    }
+    opf_set_num_threads(threads);
+    for (int k = 0; k < 3; k++) {
+        free(in[k]);
+    }
+    free(y), free(want);
 }
 
 /* Row sums and maxima of every layout of a [4, 7, 33] tensor, against loops. */
@@ -1089,6 +1146,7 @@ int main(void) {
     RUN_TEST(test_eltwise_layouts);
     RUN_TEST(test_eltwise_two_outputs);
     RUN_TEST(test_eltwise_one_input_large);
+    RUN_TEST(test_eltwise_inputs_large);
     RUN_TEST(test_rows_layouts);
     RUN_TEST(test_rows_edges);
     RUN_TEST(test_rows_in_runs);
