@@ -1087,6 +1087,25 @@ OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
     } while (0)
 
 /*
+ * OPF_ROW_STREAMED(y): in a row body, nonzero where OPF_STORE_ROW streams
+ * y's row (above) and so asks for the next row's inputs among its stores;
+ * 0 elsewhere (rows the engine does not stream, CUDA). A body that
+ * prefetches the next row itself (opf_prefetch_at: rows too short to be
+ * streamed have no other prefetch) may leave that to the stores where this
+ * holds, so that the next row is read while this one is written, as a copy
+ * reads and writes, rather than in an earlier pass whose arithmetic is all
+ * memory then overlaps. Which is faster depends on that pass: layer_norm's
+ * statistics (a few operations an element) leave it, softmax's
+ * exponentials keep it (on an Intel Xeon, [8192, 4096], one thread:
+ * layer_norm 1.07-1.09x as fast without its own, softmax 0.79x).
+ */
+#define OPF_ROW_STREAMED(y)                                                                                            \
+    opf__row_streamed(opf__row_stream_args(opf__args), opf__slot_##y, (const void *)(y), sizeof(T))
+OPF_KERNEL_FN int opf__row_streamed(const opf_row_args *args, int slot, const void *y, size_t elem) {
+    return OPF__STREAMS && args != 0 && (args->stream >> slot & 1u) && (uintptr_t)y % elem == 0;
+}
+
+/*
  * OPF_ROW_SCRATCH(y): in a row body, a row of n_y elements to compute y's
  * values into when the body needs a pass over them before it can store the
  * final ones, which OPF_STORE_ROW(y, i, expr) then stores, expr reading

@@ -53,6 +53,13 @@ OPF_ROW_KERNEL(store_rows, (x, w), (y, z, colsum), {
     }
 })
 
+/* Row-wise, reporting whether OPF_STORE_ROW streams the row: y = 2 x,
+ * streamed = OPF_ROW_STREAMED(y). */
+OPF_ROW_KERNEL(streamed_rows, (x), (y, streamed), {
+    streamed[0] = (T)OPF_ROW_STREAMED(y);
+    OPF_STORE_ROW(y, i, 2 * x[i]);
+})
+
 /* Row-wise with OPF_ROW_SCRATCH, softmax's pattern: y = e / sum(e) with
  * e = x^2 + 1 computed first (into the row's scratch where y is streamed),
  * and normalize_rows_plain, the same in plain loops over y. The count of
@@ -201,6 +208,8 @@ static const opf_op_decl user_decls[] = {
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
     {"store_rows(x[..., M], w[M]) -> (y[..., M], z[..., M]?, colsum[M]?)", .doc = "centered rows times w, x w",
      .row = &store_rows},
+    {"streamed_rows(x[..., M]) -> (y[..., M], streamed[...])", .doc = "2 x, and whether y's row was streamed",
+     .row = &streamed_rows},
     {"normalize_rows(x[..., M]) -> y[..., M]", .doc = "e / sum(e), e = x^2 + 1", .row = &normalize_rows},
     {"normalize_rows_plain(x[..., M]) -> y[..., M]", .doc = "the same, in plain loops", .row = &normalize_rows_plain},
     {"col_stats(x[..., M], y[..., M]) -> (dot[...], colsum[M]?)", .doc = "row dots and column sums", .row = &col_stats},
@@ -793,6 +802,47 @@ TEST(test_rows_streamed_output) {
     free(x), free(w), free(y);
 }
 
+/* OPF_ROW_STREAMED: true on every row of a call large enough for the engine
+ * to stream its output (x86-64), false on a small call's, on one thread and
+ * two; y right either way. */
+TEST(test_row_streamed_flag) {
+    const int threads = opf_get_num_threads();
+    const int64_t M = 4096, big = harness_slow() ? 4 : ((int64_t)33 << 20) / (M * 4);
+#if defined(__x86_64__) && defined(__GNUC__)
+    const float streams = 1;
+#else
+    const float streams = 0;
+#endif
+    float *x = xcalloc((size_t)(big * M), 4), *y = xcalloc((size_t)(big * M), 4), *flag = xcalloc((size_t)big, 4);
+    rng r = rng_seed(43);
+    fill_uniform_f32(&r, x, (size_t)(big * M), -3, 3);
+    for (int t = 1; t <= 2; t++) {
+        opf_set_num_threads(t);
+        for (int large = 0; large < 2; large++) {
+            const int64_t rows = large ? big : 8, shape[2] = {rows, M};
+            const float want = large && !harness_slow() ? streams : 0;
+            opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, shape), ty = opf_tensor_make(y, OPF_F32, 2, shape);
+            opf_tensor tf = opf_tensor_make(flag, OPF_F32, 1, shape);
+            CHECK(opf_op_run(user_op("streamed_rows"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty, &tf},
+                             NULL) == OPF_OK,
+                  "%s", opf_last_error());
+            int64_t wrong = 0, bad_y = 0;
+            for (int64_t i = 0; i < rows; i++) {
+                wrong += flag[i] != want;
+            }
+            for (int64_t i = 0; i < rows * M; i++) {
+                bad_y += y[i] != 2 * x[i];
+            }
+            CHECK(wrong == 0, "%d thread(s), %lld rows: %lld rows report streamed != %g", t, (long long)rows,
+                  (long long)wrong, (double)want);
+            CHECK(bad_y == 0, "%d thread(s), %lld rows: %lld elements of y wrong", t, (long long)rows,
+                  (long long)bad_y);
+        }
+    }
+    opf_set_num_threads(threads);
+    free(x), free(y), free(flag);
+}
+
 /* OPF_STORE_ROW's rows, large enough for the engine to ask the kernel to
  * stream them (32 MiB and more), starting on and off 64-byte lines, with a
  * second output the kernel stores with a plain loop and a summed output:
@@ -1154,6 +1204,7 @@ int main(void) {
     RUN_TEST(test_rows_unbatched_input);
     RUN_TEST(test_rows_summed_output);
     RUN_TEST(test_rows_streamed_output);
+    RUN_TEST(test_row_streamed_flag);
     RUN_TEST(test_rows_stored_by_the_kernel);
     RUN_TEST(test_rows_computed_in_scratch);
     RUN_TEST(test_rows_prefetch_past_the_mapping);
