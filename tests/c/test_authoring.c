@@ -807,7 +807,7 @@ TEST(test_rows_streamed_output) {
  * two; y right either way. */
 TEST(test_row_streamed_flag) {
     const int threads = opf_get_num_threads();
-    const int64_t M = 4096, big = harness_slow() ? 4 : ((int64_t)33 << 20) / (M * 4);
+    const int64_t M = 4096, big = harness_slow() ? 8 : ((int64_t)33 << 20) / (M * 4); /* (8: the small call's rows) */
 #if defined(__x86_64__) && defined(__GNUC__)
     const float streams = 1;
 #else
