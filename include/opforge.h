@@ -1045,13 +1045,18 @@ OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
 #endif
 }
 
+/* Whether the row args stream slot `slot`, whose row starts at y (elements
+ * of `elem` bytes): OPF_STORE_ROW's test, and OPF_ROW_STREAMED's. */
+OPF_KERNEL_FN int opf__row_streamed(const opf_row_args *args, int slot, const void *y, size_t elem) {
+    return OPF__STREAMS && args != 0 && (args->stream >> slot & 1u) && (uintptr_t)y % elem == 0;
+}
+
 /* The streamed part of OPF_STORE_ROW: the elements up to the row's first
  * line boundary, then whole lines; opf__from is where the plain loop that
  * follows starts (0 when the row is not streamed). */
 #define OPF__STORE_ROW_STREAMED(y, i, ...)                                                                             \
     const opf_row_args *const opf__sa = opf__row_stream_args(opf__args);                                               \
-    if (OPF__STREAMS && opf__sa != 0 && (opf__sa->stream >> opf__slot_##y & 1u) &&                                     \
-        (uintptr_t)(void *)y % sizeof(T) == 0) {                                                                       \
+    if (opf__row_streamed(opf__sa, opf__slot_##y, (const void *)(y), sizeof(T))) {                                     \
         enum { opf__line_elems = 64 / sizeof(T) };                                                                     \
         int64_t opf__head = (int64_t)((64 - (uintptr_t)(void *)y % 64) % 64 / sizeof(T));                              \
         opf__head = opf__head < n_##y ? opf__head : n_##y;                                                             \
@@ -1101,9 +1106,6 @@ OPF_KERNEL_FN void opf__stream_line(void *dst, const void *line) {
  */
 #define OPF_ROW_STREAMED(y)                                                                                            \
     opf__row_streamed(opf__row_stream_args(opf__args), opf__slot_##y, (const void *)(y), sizeof(T))
-OPF_KERNEL_FN int opf__row_streamed(const opf_row_args *args, int slot, const void *y, size_t elem) {
-    return OPF__STREAMS && args != 0 && (args->stream >> slot & 1u) && (uintptr_t)y % elem == 0;
-}
 
 /*
  * OPF_ROW_SCRATCH(y): in a row body, a row of n_y elements to compute y's
