@@ -1214,6 +1214,12 @@ static void test_exp_sum_registry(void) {
         k->fn(32, nan_block, 0.0f, e_block, 0, a5);
         CHECK(isinf(e_block[31]) && e_block[31] > 0, "%s: exp(100) after 31 NaN = %a", k->name, (double)e_block[31]);
         CHECK(isnan(e_block[0]) && isnan(e_block[30]), "%s: exp(NaN) = %a", k->name, (double)e_block[0]);
+        /* and its first element, before 31 NaN (the maximum starts from the first vector) */
+        nan_block[31] = NAN;
+        nan_block[0] = 100.0f;
+        k->fn(32, nan_block, 0.0f, e_block, 0, a5);
+        CHECK(isinf(e_block[0]) && e_block[0] > 0, "%s: exp(100) before 31 NaN = %a", k->name, (double)e_block[0]);
+        CHECK(isnan(e_block[1]) && isnan(e_block[31]), "%s: exp(NaN) = %a", k->name, (double)e_block[31]);
         if (!have_first) {
             memcpy(first, y, (size_t)done * sizeof *y);
             have_first = 1;

@@ -28,24 +28,28 @@ typedef struct opf_vexp_table {
 } opf_vexp_table;
 static inline opf_vec opf_vsub(opf_vec a, opf_vec b) { return _mm256_sub_ps(a, b); }
 static inline opf_vec opf_vfnma(opf_vec a, opf_vec b, opf_vec c) { return _mm256_fnmadd_ps(a, b, c); }
+/* (each entry's bits less j << 19: see the AVX-512 vocabulary) */
 static inline opf_vexp_table opf_vexp_table_load(const float *table) {
-    return (opf_vexp_table){_mm256_loadu_ps(table), _mm256_loadu_ps(table + 8)};
+    const __m256i j = _mm256_slli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), 19);
+    const __m256i eight = _mm256_set1_epi32(8 << 19);
+    const __m256i lo = _mm256_sub_epi32(_mm256_castps_si256(_mm256_loadu_ps(table)), j);
+    const __m256i hi = _mm256_sub_epi32(_mm256_castps_si256(_mm256_loadu_ps(table + 8)), _mm256_add_epi32(j, eight));
+    return (opf_vexp_table){_mm256_castsi256_ps(lo), _mm256_castsi256_ps(hi)};
 }
 static inline opf_vec opf_vexp_scale(opf_vec t, opf_vexp_table table) {
     const __m256i ti = _mm256_castps_si256(t);
     const __m256 tj = _mm256_blendv_ps(_mm256_permutevar8x32_ps(table.lo, ti), _mm256_permutevar8x32_ps(table.hi, ti),
                                        _mm256_castsi256_ps(_mm256_slli_epi32(ti, 28)));
-    const __m256i up = _mm256_and_si256(_mm256_slli_epi32(ti, 19), _mm256_set1_epi32((int)0xff800000u));
-    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(tj), up));
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(tj), _mm256_slli_epi32(ti, 19)));
 }
 static inline opf_vec opf_vexp_finish(opf_vec d, opf_vec s, opf_vec p, float least) {
     return _mm256_and_ps(_mm256_cmp_ps(d, _mm256_set1_ps(least), _CMP_NLT_UQ), _mm256_fmadd_ps(s, p, s));
 }
 /* The larger of a and b per lane, b where a is NaN. */
 static inline opf_vec opf_vmax(opf_vec a, opf_vec b) { return _mm256_max_ps(a, b); }
-/* Whether any lane of a is above b (NaN is not). */
-static inline int opf_vany_above(opf_vec a, float b) {
-    return _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(b), _CMP_GT_OQ)) != 0;
+/* Whether any lane of a is above b or NaN. */
+static inline int opf_vany_above_or_nan(opf_vec a, float b) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(b), _CMP_NLE_UQ)) != 0;
 }
 /* +inf where d is above `most`, else e. */
 static inline opf_vec opf_vexp_over(opf_vec d, opf_vec e, float most) {

@@ -31,15 +31,20 @@ int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float *y, int64
         _mm_prefetch(pf, _MM_HINT_T1);
         _mm_prefetch(pf + 64, _MM_HINT_T1);
         /* d above OPF_EXP_SUM_MOST (+inf) is looked for once a block, on the
-         * largest x (NaN ignored; x - shift rounds monotonically), rather
-         * than by a compare and blend per vector: softmax's d is at most 0.
-         * The AVX2 kernel went from 8.86 to 8.67 cycles a vector on a Zen 3
-         * (same bits); softmax on rows in cache, 1.02-1.03 times as fast. */
-        opf_vec xmax = opf_vset1(-__builtin_inff());
-        for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
+         * largest x (x - shift rounds monotonically), rather than by a
+         * compare and blend per vector: softmax's d is at most 0. The AVX2
+         * kernel went from 8.86 to 8.67 cycles a vector on a Zen 3 (same
+         * bits); softmax on rows in cache, 1.02-1.03 times as fast. The
+         * maximum starts from the first vector, not from -inf: a lane whose
+         * running maximum is NaN stays NaN (opf_vmax keeps b) and sends the
+         * block to the per-vector blend, whose compare then finds any d above
+         * OPF_EXP_SUM_MOST that the NaN hid; a NaN x dropped from the
+         * maximum needs no blend (its e is NaN). */
+        opf_vec xmax = opf_vloadu(x + i);
+        for (int v = 1; v < OPF_EXP_SUM_VECS; v++) {
             xmax = opf_vmax(opf_vloadu(x + i + v * OPF_VEC_LEN), xmax);
         }
-        const int over = opf_vany_above(opf_vsub(xmax, s), OPF_EXP_SUM_MOST);
+        const int over = opf_vany_above_or_nan(opf_vsub(xmax, s), OPF_EXP_SUM_MOST);
         for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
             const opf_vec d = opf_vsub(opf_vloadu(x + i + v * OPF_VEC_LEN), s);
             opf_vec e = opf_vexp(d, table);
