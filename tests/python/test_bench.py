@@ -240,6 +240,14 @@ def test_bound_is_the_slower_of_memory_and_arithmetic() -> None:
     assert memory["bound_s"] == 2.0 and memory["vs_bound"] == 0.5
     assert arithmetic["bound_s"] == 8.0 and arithmetic["vs_bound"] == 0.8
     assert "vs_bound" not in unknown
+    # an in-cache time slower than the same call on one thread: dropped on every thread count
+    call = {"section": "transformer", "op": "rms_norm_grad", "shape": [8192, 4096], "impl": "opforge"}
+    one = {**call, "bytes": 100e9, "threads": 1, "best_s": 10.0, "in_cache_s": 11.0}
+    two = {**call, "bytes": 100e9, "threads": 2, "best_s": 6.0, "in_cache_s": 11.0}  # 5.5 s over 2 threads
+    other = {**call, "op": "rms_norm", "bytes": 100e9, "threads": 2, "best_s": 6.0, "in_cache_s": 11.0}
+    report._add_bounds([one, two, other], {"1": 25.0, "2": 50.0})
+    assert one["in_cache_s"] is None and two["in_cache_s"] is None and "vs_bound" not in two
+    assert other["bound_s"] == 5.5  # (no one-thread run of that call to hold it against)
 
 
 def test_one_thread_runs_are_compared_with_pinned_frameworks() -> None:

@@ -106,17 +106,25 @@ def _add_beside_ratios(entries: list[dict[str, Any]], key: str, all_threads: int
         entry["best_builtin_beside"] = entry_label(fastest) if ok else None
 
 
+_SAME_CALL = ("section", "op", "pass", "shape", "dtype", "impl", "level")
+
+
 def _add_bounds(entries: list[dict[str, Any]], copy_roof: dict[str, float]) -> None:
     """Adds bound_s and vs_bound to each entry with an in-cache time: the
     slower of the copy roof's time for its bytes (the copy timed beside it
     where there is one) and its in-cache (arithmetic) time spread over its
     threads, and the share of that bound its time reaches (1: as fast as
-    either limit allows). An in-cache time longer
-    than the run itself is dropped: it measured a path small calls take,
-    not a floor."""
+    either limit allows). An in-cache time (one thread's) longer than the
+    run itself spread over its threads, or than the same call's run on one
+    thread, is dropped: it measured a path small calls take, not a floor."""
+    def call(entry: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(str(entry.get(key)) for key in _SAME_CALL)
+
+    one_thread = {call(entry): entry["best_s"] for entry in entries if entry["threads"] == 1}
     for entry in entries:
         in_cache, roof = entry.get("in_cache_s"), entry.get("copy_beside_gbs") or _roof_for(copy_roof, entry["threads"])
-        if in_cache is not None and in_cache / entry["threads"] > entry["best_s"]:
+        if in_cache is not None and (in_cache / entry["threads"] > entry["best_s"] or
+                                     in_cache > one_thread.get(call(entry), in_cache)):
             entry["in_cache_s"] = None  # slower than the whole run: not a floor (a path small calls take)
         if entry.get("in_cache_s") is None or not roof:
             continue
