@@ -646,8 +646,10 @@ template <template <typename> class Team> static int opf__cuda_team_launch(const
 #define OPF__CUDA_ROW_BODY(ins, outs, ...)                                                                             \
     OPF_MATH_USE_FMA const opf_attr_value *const attrs = opf__args->attrs;                                             \
     const int64_t n = opf__args->in_len[0];                                                                            \
+    uint32_t opf__next_asked_at = 0, *const opf__next_asked = &opf__next_asked_at;                                     \
     (void)attrs;                                                                                                       \
     (void)n;                                                                                                           \
+    (void)opf__next_asked;                                                                                             \
     OPF__EACH(OPF__ROW_IN, ins)                                                                                        \
     OPF__EACH(OPF__ROW_OUT, outs) { __VA_ARGS__ }
 

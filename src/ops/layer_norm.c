@@ -24,22 +24,28 @@
  * reads this one (opf_prefetch_at) where the output's row is not streamed
  * (OPF_ROW_STREAMED): rows too short for that have no other prefetch, and
  * rows of 64 floats took 1.2-1.3 times as long without it on one thread.
- * A streamed row leaves it to OPF_STORE_ROW, which asks for the next row
- * among its stores, so that memory reads it while it writes this one:
- * [8192, 4096] 1.07-1.09 times faster on one thread of an Intel Xeon
- * (Emerald Rapids), 1.12-1.13 on two, than with the next row read in the
- * statistics pass (float64 1.06-1.09; rows of 512 to 16384 floats
- * 1.03-1.08). */
+ * A streamed row asks for the first half of the next row in its statistics
+ * pass, a step a group of lanes (OPF_NEXT_ROW_FIRST_PASS), and leaves the
+ * other half to OPF_STORE_ROW, which asks for it among its stores, so that
+ * memory reads the next row during both passes: [8192, 4096] float32 1.08-1.10
+ * times as fast on one thread of an Intel Xeon (Emerald Rapids), 1.04-1.06
+ * on two, float64 1.06-1.08 on one, the same bits, than with all of the next
+ * row asked for among the stores (which was itself 1.07-1.09 times as fast
+ * on one thread, 1.12-1.13 on two, as the whole row asked for in the
+ * statistics pass). */
 OPF_ROW_KERNEL(layer_norm, (x, w, b), (y, mean, rstd), {
     T k = n >= 64 ? opf_sum(64, x) / (T)64 : n > 0 ? x[0] : (T)0;
     T s1, s2, d = 0, var = 0;
-    int64_t ahead = OPF_ROW_STREAMED(y) ? 0 : NORMS_AHEAD(n); /* the next row, where rows lie one after the other */
-    const int one_loop = opf_vector_bytes >= 64;              /* (norms_c_sums_f32) */
+    int64_t ahead = OPF_ROW_STREAMED(y) ? 0 : NORMS_AHEAD(n);  /* the next row, where rows lie one after the other */
+    const int one_loop = opf_vector_bytes >= 64;               /* (norms_c_sums_f32) */
+    OPF_NEXT_ROW_FIRST_PASS(next, n / (OPF_IS_F64 ? 32 : 64)); /* (a step a group of norms_c_sums' lanes) */
     for (int pass = 0; pass < 2; pass++, ahead = 0) {
         if (OPF_IS_F64) {
-            norms_c_sums_f64(n, (const double *)x, (double)k, (double *)&s1, (double *)&s2, ahead, one_loop);
+            norms_c_sums_f64(n, (const double *)x, (double)k, (double *)&s1, (double *)&s2, ahead, one_loop,
+                             pass == 0 ? &next : NULL);
         } else {
-            norms_c_sums_f32(n, (const float *)x, (float)k, (float *)&s1, (float *)&s2, ahead, one_loop);
+            norms_c_sums_f32(n, (const float *)x, (float)k, (float *)&s1, (float *)&s2, ahead, one_loop,
+                             pass == 0 ? &next : NULL);
         }
         d = n > 0 ? s1 / (T)n : (T)0;
         var = n > 0 ? s2 / (T)n - d * d : s2 / (T)n; /* NaN for M = 0 */

@@ -77,7 +77,7 @@ extern "C" {
  * bits as a loop of its own; both sets of lanes then live in registers at
  * once). `ahead` bytes further on than p + k are prefetched a group at a time
  * (0: nothing). a, b: arrays of `lanes`. */
-#define NORMS_LANE_SUMS(type, lanes, a, b, n, k, term_a, term_b, p, ahead, two)                                        \
+#define NORMS_LANE_SUMS(type, lanes, a, b, n, k, term_a, term_b, p, ahead, next, two)                                  \
     int64_t group_ = 0;                                                                                                \
     a[0] = 0;                                                                                                          \
     if (two) {                                                                                                         \
@@ -87,6 +87,7 @@ extern "C" {
         if ((ahead) != 0) {                                                                                            \
             opf_prefetch_at((p), (ahead), (lanes) * (int64_t)sizeof(type));                                            \
         }                                                                                                              \
+        opf_next_row_step((next), 0);                                                                                  \
         for (int j_ = 0; j_ < (lanes); j_++) {                                                                         \
             const int64_t k = j_;                                                                                      \
             a[j_] = (type)0 + (term_a);                                                                                \
@@ -100,6 +101,7 @@ extern "C" {
         if ((ahead) != 0) {                                                                                            \
             opf_prefetch_at((p) + group_, (ahead), (lanes) * (int64_t)sizeof(type));                                   \
         }                                                                                                              \
+        opf_next_row_step((next), group_ / (lanes));                                                                   \
         for (int j_ = 0; j_ < (lanes); j_++) {                                                                         \
             const int64_t k = group_ + j_;                                                                             \
             a[j_] = a[j_] + (term_a);                                                                                  \
@@ -125,7 +127,7 @@ extern "C" {
 #define NORMS_G_SUMS_FN(fn, type, lanes)                                                                               \
     OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx) {     \
         type a[lanes], b[lanes];                                                                                       \
-        NORMS_LANE_SUMS(type, lanes, a, b, n, k, dy[k] * w[k], (dy[k] * w[k]) * (x[k] - mu), dy, 0, 1)                 \
+        NORMS_LANE_SUMS(type, lanes, a, b, n, k, dy[k] * w[k], (dy[k] * w[k]) * (x[k] - mu), dy, 0, NULL, 1)           \
         *sg = a[0];                                                                                                    \
         *sgx = b[0];                                                                                                   \
     }
@@ -148,22 +150,23 @@ NORMS_G_SUMS_FN(norms_g_sums_f64, double, 32)
  * build (opf_vector_bytes). (NORMS_G_SUMS_FN, of three inputs, was 2-4%
  * slower in two loops.) */
 #define NORMS_C_SUMS_FN(fn, type, lanes)                                                                               \
-    OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2, int64_t ahead, int one_loop) {        \
+    OPF_KERNEL_FN void fn(int64_t n, const type *x, type mu, type *s1, type *s2, int64_t ahead, int one_loop,          \
+                          const opf_next_row *next) {                                                                  \
         if (one_loop) {                                                                                                \
             type a[lanes], b[lanes];                                                                                   \
-            NORMS_LANE_SUMS(type, lanes, a, b, n, k, x[k] - mu, (x[k] - mu) * (x[k] - mu), x, ahead, 1)                \
+            NORMS_LANE_SUMS(type, lanes, a, b, n, k, x[k] - mu, (x[k] - mu) * (x[k] - mu), x, ahead, next, 1)          \
             *s1 = a[0];                                                                                                \
             *s2 = b[0];                                                                                                \
             return;                                                                                                    \
         }                                                                                                              \
         {                                                                                                              \
             type a[lanes];                                                                                             \
-            NORMS_LANE_SUMS(type, lanes, a, a, n, k, x[k] - mu, 0, x, ahead, 0)                                        \
+            NORMS_LANE_SUMS(type, lanes, a, a, n, k, x[k] - mu, 0, x, ahead, next, 0)                                  \
             *s1 = a[0];                                                                                                \
         }                                                                                                              \
         {                                                                                                              \
             type b[lanes];                                                                                             \
-            NORMS_LANE_SUMS(type, lanes, b, b, n, k, (x[k] - mu) * (x[k] - mu), 0, x, 0, 0)                            \
+            NORMS_LANE_SUMS(type, lanes, b, b, n, k, (x[k] - mu) * (x[k] - mu), 0, x, 0, NULL, 0)                      \
             *s2 = b[0];                                                                                                \
         }                                                                                                              \
     }

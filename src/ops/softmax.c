@@ -240,6 +240,15 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
         (sum)[k_] = NORMS_EXP_SUM(len_, (x) + at_, s_, (store) ? (y) + at_ : NULL, NORMS_AHEAD(len_));                 \
     }
 
+/* What the last chunk's exponentials asked for past it (NORMS_EXP_CHUNKS):
+ * the start of the next row where rows lie one after the other, which
+ * OPF_STORE_ROW then does not ask for again (OPF_NEXT_ROW_ASKED). */
+#define NORMS_EXP_CHUNKS_ASKED(n, x, y, chunk)                                                                         \
+    if (OPF_ROW_STREAMED(y) && (n) > 0) { /* (the only rows with a next row to ask for) */                             \
+        const int64_t last_ = ((n)-1) % (chunk) + 1;                                                                   \
+        OPF_NEXT_ROW_ASKED((const char *)((x) + (n)-last_) + NORMS_AHEAD(last_), last_ * (int64_t)sizeof(T));          \
+    }
+
 /* exp(c - m): what a chunk's sum of exp(x - c) is multiplied by to be a sum
  * of exp(x - m); exactly 1 (opf_exp(0)) for the chunk that holds the
  * maximum, without the scalar exponential (a row of one chunk needs none:
@@ -261,6 +270,7 @@ OPF_ROW_KERNEL(softmax, (x), (y), {
     T *const e = OPF_ROW_SCRATCH(y);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
     NORMS_EXP_CHUNKS(T, n, x, e, chunk, shift, sum, m, 1)
+    NORMS_EXP_CHUNKS_ASKED(n, x, y, chunk)
     T total = 0;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
         shift[k] = NORMS_RESCALE(shift[k], m);
@@ -395,6 +405,7 @@ OPF_ROW_KERNEL(log_softmax, (x), (y), {
     const int64_t chunk = NORMS_CHUNK(n, 1024);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
     NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 0)
+    NORMS_EXP_CHUNKS_ASKED(n, x, y, chunk)
     T total = 0;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
         total += sum[k] * NORMS_RESCALE(shift[k], m);

@@ -53,6 +53,22 @@ OPF_ROW_KERNEL(store_rows, (x, w), (y, z, colsum), {
     }
 })
 
+/* Row-wise with a first pass of its own that asks for the first half of the
+ * next row (OPF_NEXT_ROW_FIRST_PASS) and OPF_STORE_ROW for the rest: y = x -
+ * mean(x), the sum in blocks of 64, a step each. */
+OPF_ROW_KERNEL(center_rows, (x), (y), {
+    OPF_NEXT_ROW_FIRST_PASS(next, (n + 63) / 64);
+    T sum = 0;
+    for (int64_t at = 0; at < n; at += 64) {
+        opf_next_row_step(&next, at / 64);
+        for (int64_t i = at; i < n && i < at + 64; i++) {
+            sum += x[i];
+        }
+    }
+    const T mean = n > 0 ? sum / (T)n : (T)0;
+    OPF_STORE_ROW(y, i, x[i] - mean);
+})
+
 /* Row-wise, reporting whether OPF_STORE_ROW streams the row: y = 2 x,
  * streamed = OPF_ROW_STREAMED(y). */
 OPF_ROW_KERNEL(streamed_rows, (x), (y, streamed), {
@@ -208,6 +224,8 @@ static const opf_op_decl user_decls[] = {
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
     {"store_rows(x[..., M], w[M]) -> (y[..., M], z[..., M]?, colsum[M]?)", .doc = "centered rows times w, x w",
      .row = &store_rows},
+    {"center_rows(x[..., M]) -> y[..., M]", .doc = "x - mean(x), the next row asked for in the first pass too",
+     .row = &center_rows},
     {"streamed_rows(x[..., M]) -> (y[..., M], streamed[...])", .doc = "2 x, and whether y's row was streamed",
      .row = &streamed_rows},
     {"normalize_rows(x[..., M]) -> y[..., M]", .doc = "e / sum(e), e = x^2 + 1", .row = &normalize_rows},
@@ -843,6 +861,147 @@ TEST(test_row_streamed_flag) {
     free(x), free(y), free(flag);
 }
 
+/* OPF_NEXT_ROW_FIRST_PASS's plan and OPF_STORE_ROW's together ask for every
+ * line of each next-row range once: the first pass's steps the lines of its
+ * first half, the store's lines the rest, whatever the range's offset in
+ * its line, its length, and the two passes' numbers of steps. */
+TEST(test_next_row_plans) {
+    static const int64_t offsets[] = {0, 16, 60}, lengths[] = {4, 64, 100, 1000, 16384, 100000};
+    static const int64_t steps[] = {1, 3, 64, 255, 4096}, lines[] = {1, 7, 255, 256};
+    const uintptr_t base = 4096; /* (addresses only: nothing is read) */
+    for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++) {
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            opf_row_args args = {0};
+            args.num_prefetch = 2;
+            args.prefetch[0] = (const void *)(base + (uintptr_t)offsets[o]);
+            args.prefetch_bytes[0] = lengths[l];
+            args.prefetch[1] = (const void *)(base + ((uintptr_t)1 << 22) + (uintptr_t)(3 * offsets[o] % 64));
+            args.prefetch_bytes[1] = 2 * lengths[l] + 4;
+            for (size_t a = 0; a < sizeof steps / sizeof steps[0]; a++) {
+                for (size_t b = 0; b < sizeof lines / sizeof lines[0]; b++) {
+                    opf__row_prefetch first, store;
+                    opf__row_prefetch_init(&first, &args, steps[a], 0, OPF__FIRST_PASS_SHARE);
+                    opf__row_prefetch_init(&store, &args, lines[b], OPF__FIRST_PASS_SHARE, 65536u);
+                    for (int32_t k = 0; k < 2; k++) {
+                        const uintptr_t start = (uintptr_t)args.prefetch[k], line0 = start - start % 64;
+                        const int64_t span =
+                            (int64_t)((start + (uintptr_t)args.prefetch_bytes[k] + 63) / 64 - line0 / 64);
+                        unsigned char *asked = xcalloc((size_t)span + 1, 1);
+                        int64_t outside = 0;
+                        for (int pass = 0; pass < 2; pass++) {
+                            const opf__row_prefetch *p = pass == 0 ? &first : &store;
+                            const int64_t count = pass == 0 ? steps[a] : lines[b];
+                            for (int64_t step = 0; step < count && k < p->count; step++) {
+                                int64_t q, end;
+                                for (opf__row_prefetch_lines(p, k, step, &q, &end); q < end; q++) {
+                                    const int64_t line = (int64_t)((p->at[k] - line0) / 64) + q;
+                                    if (line < 0 || line >= span) {
+                                        outside++;
+                                    } else {
+                                        asked[line]++;
+                                    }
+                                }
+                            }
+                        }
+                        int64_t never = 0, twice = 0;
+                        for (int64_t q = 0; q < span; q++) {
+                            never += asked[q] == 0;
+                            twice += asked[q] > 1;
+                        }
+                        CHECK(never == 0 && twice == 0 && outside == 0,
+                              "range %d (offset %lld, %lld bytes), %lld steps then %lld lines: %lld of %lld lines "
+                              "never asked for, %lld more than once, %lld outside",
+                              k, (long long)(start % 64), (long long)args.prefetch_bytes[k], (long long)steps[a],
+                              (long long)lines[b], (long long)never, (long long)span, (long long)twice,
+                              (long long)outside);
+                        free(asked);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* OPF_NEXT_ROW_ASKED's share (opf__next_row_asked): the part of every
+ * next-row range, from its start, that the memory a body asked for holds;
+ * none where a range starts outside it; never less than what was asked
+ * before. */
+TEST(test_next_row_asked) {
+    opf_row_args args = {0};
+    const uintptr_t at = 1 << 20;
+    args.num_prefetch = 2;
+    args.prefetch[0] = (const void *)at;
+    args.prefetch_bytes[0] = 16384;
+    args.prefetch[1] = (const void *)(at + 16384);
+    args.prefetch_bytes[1] = 8192;
+    static const struct {
+        uintptr_t from;
+        int64_t bytes;
+        uint32_t before, want;
+    } cases[] = {
+        {at, 16384 + 8192, 0, 65536},     /* both ranges whole */
+        {at - 4096, 65536, 0, 65536},     /* and more */
+        {at, 8192, 0, 0},                 /* the second range starts past it */
+        {at, 16384 + 4096, 0, 32768},     /* all of the first, half of the second: the least */
+        {at, 16384 + 4096, 40000, 40000}, /* less than asked before */
+        {at + 64, 65536, 0, 0},           /* the first range starts before it */
+        {at, 0, 0, 0},                    /* nothing */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint32_t asked = cases[c].before;
+        opf__next_row_asked(&args, &asked, (const void *)cases[c].from, cases[c].bytes);
+        CHECK(asked == cases[c].want, "case %zu: asked %u, want %u", c, (unsigned)asked, (unsigned)cases[c].want);
+    }
+    uint32_t asked = 0;
+    opf__next_row_asked(NULL, &asked, (const void *)at, 65536); /* (a CUDA body's: no streaming fields) */
+    CHECK(asked == 0, "no args: asked %u", (unsigned)asked);
+}
+
+/* A row body with a first pass of its own (center_rows): the same values as
+ * a loop on a call large enough to be streamed and on a small one, on one
+ * thread and two, rows on and off the 64-byte lines. x holds small
+ * integers, so that the sums and means are exact in float. */
+TEST(test_rows_first_pass_prefetch) {
+    const int threads = opf_get_num_threads();
+    const int64_t M = 4096 + 5, big = harness_slow() ? 8 : ((int64_t)33 << 20) / (M * 4);
+    float *x = xcalloc((size_t)(big * M + 16), 4), *y = xcalloc((size_t)(big * M + 16), 4);
+    rng r = rng_seed(44);
+    fill_uniform_f32(&r, x, (size_t)(big * M + 16), -8, 8);
+    for (int64_t i = 0; i < big * M + 16; i++) {
+        x[i] = (float)(int)x[i];
+    }
+    for (int t = 1; t <= 2; t++) {
+        opf_set_num_threads(t);
+        for (int large = 0; large < 2; large++) {
+            for (int off = 0; off < 2; off++) {
+                const int64_t rows = large ? big : 8, shape[2] = {rows, M};
+                const float *xs = x + 3 * off;
+                float *ys = y + 16 * off; /* (y on a line: streamed; x off it) */
+                opf_tensor tx = opf_tensor_make((void *)xs, OPF_F32, 2, shape),
+                           ty = opf_tensor_make(ys, OPF_F32, 2, shape);
+                CHECK(opf_op_run(user_op("center_rows"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty},
+                                 NULL) == OPF_OK,
+                      "%s", opf_last_error());
+                int64_t bad = 0;
+                for (int64_t i = 0; i < rows; i++) {
+                    double sum = 0;
+                    for (int64_t j = 0; j < M; j++) {
+                        sum += xs[i * M + j];
+                    }
+                    const float mean = (float)sum / (float)M;
+                    for (int64_t j = 0; j < M; j++) {
+                        bad += ys[i * M + j] != xs[i * M + j] - mean;
+                    }
+                }
+                CHECK(bad == 0, "%d thread(s), %lld rows, offset %d: %lld elements of y wrong", t, (long long)rows, off,
+                      (long long)bad);
+            }
+        }
+    }
+    opf_set_num_threads(threads);
+    free(x), free(y);
+}
+
 /* OPF_STORE_ROW's rows, large enough for the engine to ask the kernel to
  * stream them (32 MiB and more), starting on and off 64-byte lines, with a
  * second output the kernel stores with a plain loop and a summed output:
@@ -1205,6 +1364,9 @@ int main(void) {
     RUN_TEST(test_rows_summed_output);
     RUN_TEST(test_rows_streamed_output);
     RUN_TEST(test_row_streamed_flag);
+    RUN_TEST(test_next_row_plans);
+    RUN_TEST(test_next_row_asked);
+    RUN_TEST(test_rows_first_pass_prefetch);
     RUN_TEST(test_rows_stored_by_the_kernel);
     RUN_TEST(test_rows_computed_in_scratch);
     RUN_TEST(test_rows_prefetch_past_the_mapping);
