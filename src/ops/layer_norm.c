@@ -112,12 +112,13 @@ OPF_ROW_KERNEL(layer_norm_grad, (x, mean, rstd, dy, w, dmean, drstd), (dx, dw, d
     if (dx != NULL && n > 0) {
         T sg = 0, sgx = 0;
         if (dy != NULL && w != NULL) {
+            OPF_NEXT_ROW_FIRST_PASS(next, n / (OPF_IS_F64 ? 32 : 64)); /* (a step a group of lanes) */
             if (OPF_IS_F64) {
                 norms_g_sums_f64(n, (const double *)dy, (const double *)w, (const double *)x, (double)mu, (double *)&sg,
-                                 (double *)&sgx);
+                                 (double *)&sgx, &next);
             } else {
                 norms_g_sums_f32(n, (const float *)dy, (const float *)w, (const float *)x, (float)mu, (float *)&sg,
-                                 (float *)&sgx);
+                                 (float *)&sgx, &next);
             }
             sgx = sgx * r;
         } else if (dy != NULL) {

@@ -123,11 +123,12 @@ extern "C" {
 
 /* sum(g) and sum(g (x - mu)) with g = dy w, in one pass: the lanes of
  * opf_sum (64 floats, 32 doubles), each adding its elements' terms, then
- * added pairwise. */
+ * added pairwise; a step of `next` a group of lanes (NULL: none). */
 #define NORMS_G_SUMS_FN(fn, type, lanes)                                                                               \
-    OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx) {     \
+    OPF_KERNEL_FN void fn(int64_t n, const type *dy, const type *w, const type *x, type mu, type *sg, type *sgx,       \
+                          const opf_next_row *next) {                                                                  \
         type a[lanes], b[lanes];                                                                                       \
-        NORMS_LANE_SUMS(type, lanes, a, b, n, k, dy[k] * w[k], (dy[k] * w[k]) * (x[k] - mu), dy, 0, NULL, 1)           \
+        NORMS_LANE_SUMS(type, lanes, a, b, n, k, dy[k] * w[k], (dy[k] * w[k]) * (x[k] - mu), dy, 0, next, 1)           \
         *sg = a[0];                                                                                                    \
         *sgx = b[0];                                                                                                   \
     }

@@ -35,12 +35,13 @@ OPF_ROW_KERNEL(rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
     if (dx != NULL && n > 0 && dy != NULL) {
         T s, sg;
         if (w != NULL) {
+            OPF_NEXT_ROW_FIRST_PASS(next, n / (OPF_IS_F64 ? 32 : 64)); /* (a step a group of lanes) */
             if (OPF_IS_F64) {
                 norms_g_sums_f64(n, (const double *)dy, (const double *)w, (const double *)x, 0.0, (double *)&sg,
-                                 (double *)&s);
+                                 (double *)&s, &next);
             } else {
                 norms_g_sums_f32(n, (const float *)dy, (const float *)w, (const float *)x, 0.0f, (float *)&sg,
-                                 (float *)&s);
+                                 (float *)&s, &next);
             }
         } else {
             s = opf_dot(n, dy, x);

@@ -319,7 +319,7 @@ OPF_ROW_KERNEL_TEAM(softmax_team, softmax, (x), (y), {
 
 /* dx = y * (dy - <dy, y>) */
 OPF_ROW_KERNEL(softmax_grad, (dy, y), (dx), {
-    const T s = opf_dot(n, dy, y);
+    const T s = OPF_ROW_DOT(n, dy, y); /* (asks for half of the next row) */
     OPF_STORE_ROW(dx, i, y[i] * (dy[i] - s));
 })
 

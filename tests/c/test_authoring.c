@@ -69,6 +69,13 @@ OPF_ROW_KERNEL(center_rows, (x), (y), {
     OPF_STORE_ROW(y, i, x[i] - mean);
 })
 
+/* The same with the layer's reduction as the first pass (OPF_ROW_DOT): z =
+ * y <x, y>. */
+OPF_ROW_KERNEL(scale_by_dot, (x, y), (z), {
+    const T s = OPF_ROW_DOT(n, x, y);
+    OPF_STORE_ROW(z, i, y[i] * s);
+})
+
 /* Row-wise, reporting whether OPF_STORE_ROW streams the row: y = 2 x,
  * streamed = OPF_ROW_STREAMED(y). */
 OPF_ROW_KERNEL(streamed_rows, (x), (y, streamed), {
@@ -224,6 +231,8 @@ static const opf_op_decl user_decls[] = {
     {"center_scale(x[..., M], w[M]?) -> y[..., M]", .doc = "centered rows times w", .row = &center_scale},
     {"store_rows(x[..., M], w[M]) -> (y[..., M], z[..., M]?, colsum[M]?)", .doc = "centered rows times w, x w",
      .row = &store_rows},
+    {"scale_by_dot(x[..., M], y[..., M]) -> z[..., M]", .doc = "y <x, y>, the dot asking for the next row",
+     .row = &scale_by_dot},
     {"center_rows(x[..., M]) -> y[..., M]", .doc = "x - mean(x), the next row asked for in the first pass too",
      .row = &center_rows},
     {"streamed_rows(x[..., M]) -> (y[..., M], streamed[...])", .doc = "2 x, and whether y's row was streamed",
@@ -957,17 +966,18 @@ TEST(test_next_row_asked) {
     CHECK(asked == 0, "no args: asked %u", (unsigned)asked);
 }
 
-/* A row body with a first pass of its own (center_rows): the same values as
+/* A row body with a first pass of its own (center_rows), and one whose
+ * first pass is OPF_ROW_DOT (scale_by_dot): the same values as
  * a loop on a call large enough to be streamed and on a small one, on one
  * thread and two, rows on and off the 64-byte lines. x holds small
  * integers, so that the sums and means are exact in float. */
 TEST(test_rows_first_pass_prefetch) {
     const int threads = opf_get_num_threads();
     const int64_t M = 4096 + 5, big = harness_slow() ? 8 : ((int64_t)33 << 20) / (M * 4);
-    float *x = xcalloc((size_t)(big * M + 16), 4), *y = xcalloc((size_t)(big * M + 16), 4);
+    float *x = xcalloc((size_t)((big + 1) * M + 16), 4), *y = xcalloc((size_t)(big * M + 16), 4);
     rng r = rng_seed(44);
-    fill_uniform_f32(&r, x, (size_t)(big * M + 16), -8, 8);
-    for (int64_t i = 0; i < big * M + 16; i++) {
+    fill_uniform_f32(&r, x, (size_t)((big + 1) * M + 16), -8, 8);
+    for (int64_t i = 0; i < (big + 1) * M + 16; i++) {
         x[i] = (float)(int)x[i];
     }
     for (int t = 1; t <= 2; t++) {
@@ -995,6 +1005,25 @@ TEST(test_rows_first_pass_prefetch) {
                 }
                 CHECK(bad == 0, "%d thread(s), %lld rows, offset %d: %lld elements of y wrong", t, (long long)rows, off,
                       (long long)bad);
+                /* scale_by_dot(x, x a row on): z = y <x, y>, exact in float for these integers */
+                const float *y2 = xs + M;
+                const float *z = ys;
+                opf_tensor ty2 = opf_tensor_make((void *)y2, OPF_F32, 2, shape);
+                CHECK(opf_op_run(user_op("scale_by_dot"), (const opf_tensor *[]){&tx, &ty2},
+                                 (const opf_tensor *[]){&ty}, NULL) == OPF_OK,
+                      "%s", opf_last_error());
+                bad = 0;
+                for (int64_t i = 0; i < rows; i++) {
+                    double dot = 0;
+                    for (int64_t j = 0; j < M; j++) {
+                        dot += (double)xs[i * M + j] * y2[i * M + j];
+                    }
+                    for (int64_t j = 0; j < M; j++) {
+                        bad += z[i * M + j] != (float)(y2[i * M + j] * dot);
+                    }
+                }
+                CHECK(bad == 0, "scale_by_dot, %d thread(s), %lld rows, offset %d: %lld elements wrong", t,
+                      (long long)rows, off, (long long)bad);
             }
         }
     }
