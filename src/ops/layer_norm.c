@@ -138,10 +138,8 @@ OPF_ROW_KERNEL(layer_norm_grad, (x, mean, rstd, dy, w, dmean, drstd), (dx, dw, d
             return;
         }
         if (dy != NULL && w != NULL) {
-            for (int64_t i = 0; i < n; i++) {
-                dx[i] = r * (dy[i] * w[i]) + c0 - ((x[i] - mu) * r) * c1;
-            }
-        } else if (dy != NULL) {
+            OPF_STORE_ROW(dx, i, r * (dy[i] * w[i]) + c0 - ((x[i] - mu) * r) * c1);
+        } else if (dy != NULL) { /* (dx held dy (x - mu) for the sums: stored in place) */
             for (int64_t i = 0; i < n; i++) {
                 dx[i] = r * dy[i] + c0 - ((x[i] - mu) * r) * c1;
             }

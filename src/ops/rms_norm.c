@@ -44,7 +44,7 @@ OPF_ROW_KERNEL(rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
                                  (float *)&s, &next);
             }
         } else {
-            s = opf_dot(n, dy, x);
+            s = OPF_ROW_DOT(n, dy, x);
         }
         const T c = (r * r * r / (T)n) * (s + drs);
         if (w != NULL && dw != NULL) { /* training's case: dx and dw in one pass */
@@ -52,13 +52,9 @@ OPF_ROW_KERNEL(rms_norm_grad, (x, rstd, dy, w, drstd), (dx, dw), {
             return;
         }
         if (w != NULL) {
-            for (int64_t i = 0; i < n; i++) {
-                dx[i] = r * (dy[i] * w[i]) - x[i] * c;
-            }
+            OPF_STORE_ROW(dx, i, r * (dy[i] * w[i]) - x[i] * c);
         } else {
-            for (int64_t i = 0; i < n; i++) {
-                dx[i] = r * dy[i] - x[i] * c;
-            }
+            OPF_STORE_ROW(dx, i, r * dy[i] - x[i] * c);
         }
     } else if (dx != NULL && n > 0) {
         const T c = (r * r * r / (T)n) * drs;

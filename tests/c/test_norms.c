@@ -1220,6 +1220,27 @@ TEST(test_large_rows) {
         ref_layer_norm_grad_row((size_t)M, xr, xr, wr, 1e-5, 0, 0, want, NULL, NULL);
         CHECK_CLOSE_F64(got, want, (size_t)M, 1e-4, 1e-3, "layer_norm_grad row %lld", (long long)i);
     }
+    /* rms_norm_grad (dy = x): dx streamed, with w and dw (dx and dw in one
+     * pass), with w and no dw, and with neither (the first pass a dot of dy
+     * and x); checked on a few rows */
+    CHECK(run(row("rms_norm"), (const opf_tensor *[]){&tx, &tw}, (const opf_tensor *[]){&ty, &tr}, NULL) == OPF_OK,
+          "%s", opf_last_error());
+    for (int variant = 0; variant < 3; variant++) {
+        const opf_tensor *const w_arg = variant < 2 ? &tw : NULL, *const dw_arg = variant != 1 ? &tdw : NULL;
+        CHECK(run(row("rms_norm_grad"), (const opf_tensor *[]){&tx, &tr, &tx, w_arg, NULL},
+                  (const opf_tensor *[]){&tdx, dw_arg}, NULL) == OPF_OK,
+              "%s", opf_last_error());
+        for (int k = 0; k < 3; k++) {
+            const int64_t i = check_rows[k];
+            for (int64_t j = 0; j < M; j++) {
+                xr[j] = x[i * M + j];
+                got[j] = dx[i * M + j];
+            }
+            ref_rms_norm_grad_row((size_t)M, xr, xr, w_arg != NULL ? wr : NULL, 1e-6, 0, want, NULL);
+            CHECK_CLOSE_F64(got, want, (size_t)M, 1e-4, 1e-3, "rms_norm_grad variant %d row %lld", variant,
+                            (long long)i);
+        }
+    }
     free(x), free(y), free(w), free(mean), free(rstd), free(dx), free(dw), free(xr), free(want), free(wr), free(got);
 }
 
