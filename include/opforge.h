@@ -1141,7 +1141,10 @@ OPF_KERNEL_FN int opf__row_streamed(const opf_row_args *args, int slot, const vo
  * Xeon, [8192, 4096] float32, 1.06-1.10 times as fast); a pass of one
  * operation an element (rms_norm's sum of squares) measured 1.02-1.05 times
  * as fast on one thread and 0.84-1.01 times on two. A helper function that
- * runs the pass takes a `const opf_next_row *` (NULL: none).
+ * runs the pass takes a `const opf_next_row *` (NULL: none). For a body that
+ * stores its row with OPF_STORE_ROW: one that stores it otherwise has it
+ * streamed from scratch by the engine, which asks for all of the next row
+ * itself, and a plan would only ask twice for half of it.
  */
 typedef opf__row_prefetch opf_next_row;
 enum { OPF__FIRST_PASS_SHARE = 32768 }; /* half: in 1/65536ths of each range, from its start */
@@ -1166,7 +1169,7 @@ OPF_KERNEL_FN void opf_next_row_step(const opf_next_row *plan, int64_t step) {
  * range from its start, as far as the memory asked for holds all of them
  * (none where a range does not start within it). softmax's exponentials
  * ask for the next row as they compute this one: its store pass then asks
- * for nothing (1.02-1.03 times as fast on an Intel Xeon, [8192, 4096]).
+ * for nothing (1.02-1.04 times as fast on an Intel Xeon, [8192, 4096]).
  */
 #define OPF_NEXT_ROW_ASKED(p, bytes) opf__next_row_asked(opf__row_stream_args(opf__args), opf__next_asked, (p), (bytes))
 OPF_KERNEL_FN void opf__next_row_asked(const opf_row_args *args, uint32_t *asked, const void *p, int64_t bytes) {
