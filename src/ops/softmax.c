@@ -400,9 +400,14 @@ OPF_KERNEL_FN double norms_log_normal_f64(double t, int fused) {
                                              : opf_log(t))
 
 /* y = (x - max) - log(sum(exp(x - max))), the sum from the chunks' sums of
- * exp(x - c). */
+ * exp(x - c). Chunks of 64 KiB, as softmax's: a row of up to 16384 floats is
+ * one chunk, whose exponentials ask for the whole next row while they are
+ * computed (chunks of 1024 elements asked for the next chunk only, and for
+ * 4 KiB of the next row: [8192, 4096] float32 1.34 times as fast on one
+ * thread of an Intel Xeon, 1.28-1.29 on two, float64 1.22-1.23, results
+ * within an ulp of the chunked sums'). */
 OPF_ROW_KERNEL(log_softmax, (x), (y), {
-    const int64_t chunk = NORMS_CHUNK(n, 1024);
+    const int64_t chunk = NORMS_CHUNK(n, 65536 / (int64_t)sizeof(T)); /* (as softmax's: see above) */
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
     NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 0)
     NORMS_EXP_CHUNKS_ASKED(n, x, y, chunk)
