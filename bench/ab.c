@@ -2,7 +2,7 @@
  * ab.c — two or more builds of libopforge timed against each other in one
  * process, on the same buffers, alternating call by call.
  *
- *   ab [-t THREADS] [-n REPS] [-f64] [-offset BYTES] [-copy] LIB_A LIB_B [LIB ...] -- CASE ...
+ *   ab [-t THREADS] [-n REPS] [-f64] [-offset BYTES] [-copy] [-huge] LIB_A LIB_B [LIB ...] -- CASE ...
  *
  * CASE is an op of the built-in table and its inputs' shapes:
  * softmax:8192x4096, rms_norm:8192x4096,4096 (inputs separated by commas,
@@ -10,7 +10,8 @@
  * so the builds' symbols do not meet. Each rep runs every build once, in
  * turn; the best time of each is printed, with the first build's time over
  * it (above 1: faster than the first). With -copy a copy of the first
- * input's bytes (memcpy, on the same threads) is timed in each rep as well,
+ * input's bytes (memcpy, and on x86 with AVX one with non-temporal stores:
+ * the faster of the two, on the same threads) is timed in each rep as well,
  * and each build's time is also given against it ("copy / this": the
  * copy's time over the build's, best of the reps' ratios) and compared
  * with the first build's that way ("per copy"): on a shared machine the
@@ -20,7 +21,10 @@
  *
  * The inputs are fixed values in [-1, 1); attributes take their defaults.
  * -offset places every buffer that many bytes past a 64-byte line (NumPy's
- * arrays start 16 bytes into one). scripts/ab.sh builds a revision and the
+ * arrays start 16 bytes into one). -huge asks for huge pages for buffers
+ * of 4 MiB and more, as NumPy does (where the kernel's transparent huge
+ * pages are "madvise"; with 4 KiB pages streams run at other speeds, the
+ * copy's and the ops' not alike). scripts/ab.sh builds a revision and the
  * working tree and runs a standard set of cases.
  */
 #define _GNU_SOURCE
@@ -31,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "opforge.h"
@@ -94,10 +99,31 @@ static ab_lib ab_load(const char *path) {
     return lib;
 }
 
+/* Whether large buffers ask for huge pages (-huge), as NumPy's arrays of
+ * 4 MiB and more and the bench's copy buffers do. */
+static int ab_huge;
+
+/* `bytes` on a 64-byte line (with -huge and at least 4 MiB: on a 2 MiB page,
+ * huge pages asked for); NULL when out of memory. */
+static void *ab_block(size_t bytes) {
+    enum { HUGE_PAGE = 2 << 20 };
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    if (!ab_huge || rounded < 2 * HUGE_PAGE) {
+        return aligned_alloc(64, rounded);
+    }
+    void *block = aligned_alloc(HUGE_PAGE, (rounded + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+#ifdef MADV_HUGEPAGE
+    if (block != NULL) {
+        (void)madvise(block, rounded / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE); /* a hint */
+    }
+#endif
+    return block;
+}
+
 /* A buffer of `numel` elements of `elem` bytes, `offset` bytes past a 64-byte line. */
 static void ab_alloc(ab_buffer *b, int64_t numel, size_t elem, size_t offset) {
     const size_t bytes = (size_t)(numel > 0 ? numel : 1) * elem;
-    b->block = aligned_alloc(64, (bytes + offset + 63) / 64 * 64);
+    b->block = ab_block(bytes + offset);
     if (b->block == NULL) {
         fprintf(stderr, "ab: out of memory for %zu bytes\n", bytes);
         exit(2);
@@ -136,14 +162,45 @@ typedef struct ab_copy_part {
     size_t bytes;
 } ab_copy_part;
 
-static void *ab_copy_run(void *arg) {
+static void *ab_copy_memcpy(void *arg) {
     const ab_copy_part *part = arg;
     memcpy(part->dst, part->src, part->bytes);
     return NULL;
 }
 
-/* A copy of `bytes` from src to dst on `threads` threads (64-byte pieces); seconds. */
-static double ab_copy(char *dst, const char *src, size_t bytes, int threads) {
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* The copy with non-temporal stores (dst on a 64-byte line, bytes a multiple
+ * of 64 but for the last part's tail), as the bench's copy roof also runs it:
+ * at these sizes glibc's memcpy stores through the cache, and on machines
+ * with a large L3 the streamed copy is the faster one by far. */
+__attribute__((target("avx"))) static void *ab_copy_streamed(void *arg) {
+    const ab_copy_part *part = arg;
+    const size_t whole = part->bytes / 64 * 64;
+    for (size_t i = 0; i < whole; i += 64) {
+        const __m256i v0 = _mm256_loadu_si256((const __m256i *)(part->src + i));
+        const __m256i v1 = _mm256_loadu_si256((const __m256i *)(part->src + i + 32));
+        _mm256_stream_si256((__m256i *)(part->dst + i), v0);
+        _mm256_stream_si256((__m256i *)(part->dst + i + 32), v1);
+    }
+    memcpy(part->dst + whole, part->src + whole, part->bytes - whole);
+    _mm_sfence();
+    return NULL;
+}
+
+static int ab_have_streamed(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx");
+}
+#else
+static void *ab_copy_streamed(void *arg) { return ab_copy_memcpy(arg); }
+static int ab_have_streamed(void) { return 0; }
+#endif
+
+/* A copy of `bytes` from src to dst on `threads` threads (64-byte pieces) by
+ * `run` (ab_copy_memcpy or ab_copy_streamed); seconds. */
+static double ab_copy(void *(*run)(void *), char *dst, const char *src, size_t bytes, int threads) {
     pthread_t ids[AB_MAX_THREADS];
     ab_copy_part parts[AB_MAX_THREADS];
     const size_t share = bytes / (size_t)threads / 64 * 64;
@@ -151,12 +208,12 @@ static double ab_copy(char *dst, const char *src, size_t bytes, int threads) {
     for (int i = 0; i < threads; i++) {
         parts[i] = (ab_copy_part){dst + (size_t)i * share, src + (size_t)i * share,
                                   i == threads - 1 ? bytes - (size_t)i * share : share};
-        if (i > 0 && pthread_create(&ids[i], NULL, ab_copy_run, &parts[i]) != 0) {
+        if (i > 0 && pthread_create(&ids[i], NULL, run, &parts[i]) != 0) {
             fprintf(stderr, "ab: cannot start a copy thread\n");
             exit(2);
         }
     }
-    ab_copy_run(&parts[0]);
+    run(&parts[0]);
     for (int i = 1; i < threads; i++) {
         pthread_join(ids[i], NULL);
     }
@@ -233,7 +290,7 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
         }
     }
     const size_t copy_bytes = in[0].numel > 0 ? (size_t)in[0].numel * elem : 0;
-    if (copy && copy_bytes > 0 && (copy_dst = aligned_alloc(64, (copy_bytes + 63) / 64 * 64)) == NULL) {
+    if (copy && copy_bytes > 0 && (copy_dst = ab_block(copy_bytes)) == NULL) {
         fprintf(stderr, "ab: out of memory for the copy\n");
         exit(2);
     }
@@ -246,7 +303,14 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
         libs[l].threads(threads);
     }
     for (int r = 0; r <= reps; r++) { /* rep 0: a warm-up */
-        const double copy_s = copy_dst != NULL ? ab_copy(copy_dst, in[0].t.data, copy_bytes, threads) : 0;
+        double copy_s = 0;
+        if (copy_dst != NULL) { /* the faster of the two copies, as the bench's roof */
+            copy_s = ab_copy(ab_copy_memcpy, copy_dst, in[0].t.data, copy_bytes, threads);
+            if (ab_have_streamed()) {
+                const double streamed = ab_copy(ab_copy_streamed, copy_dst, in[0].t.data, copy_bytes, threads);
+                copy_s = streamed < copy_s ? streamed : copy_s;
+            }
+        }
         best_copy = r > 0 && copy_s < best_copy ? copy_s : best_copy;
         for (int l = 0; l < nlibs; l++) {
             const double t0 = ab_now();
@@ -262,7 +326,8 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
         }
     }
     printf("%s %s, %d thread(s)%s\n", op_name, colon + 1, threads, dtype == OPF_F64 ? ", float64" : "");
-    const char *const copy_label = "copy of the first input (memcpy)";
+    const char *const copy_label =
+        ab_have_streamed() ? "copy of the first input (memcpy or streamed)" : "copy of the first input (memcpy)";
     int width = (int)strlen(copy_label);
     for (int l = 0; l < nlibs; l++) {
         width = (int)strlen(libs[l].path) > width ? (int)strlen(libs[l].path) : width;
@@ -308,7 +373,7 @@ done:
 }
 
 static void ab_usage(void) {
-    fprintf(stderr, "usage: ab [-t THREADS] [-n REPS] [-f64] [-offset BYTES] [-copy] LIB_A LIB_B [LIB ...] -- "
+    fprintf(stderr, "usage: ab [-t THREADS] [-n REPS] [-f64] [-offset BYTES] [-copy] [-huge] LIB_A LIB_B [LIB ...] -- "
                     "OP:SHAPE[,SHAPE...] ...\n"
                     "  e.g. ab -t 1 -copy old/libopforge.so new/libopforge.so -- softmax:8192x4096 "
                     "rms_norm:8192x4096,4096\n");
@@ -331,6 +396,8 @@ int main(int argc, char **argv) {
             dtype = OPF_F64;
         } else if (strcmp(argv[a], "-copy") == 0) {
             copy = 1;
+        } else if (strcmp(argv[a], "-huge") == 0) {
+            ab_huge = 1;
         } else {
             ab_usage();
         }

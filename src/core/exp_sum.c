@@ -9,10 +9,15 @@ const float opf_exp_sum_table[16] = {
     0x1.ae89fap+0f, 0x1.c199bep+0f, 0x1.d5818ep+0f, 0x1.ea4afap+0f,
 };
 
-int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, float *y, int64_t ahead, float acc[32]) {
+int64_t opf_exp_sum_blocks_bounded_f32(int64_t n, const float *x, float shift, float bound, float *y, int64_t ahead,
+                                       float acc[32]) {
     if (n < 32 || x == NULL || acc == NULL) {
         return 0;
     }
     const opf_exp_sum_ukernel fn = opf_kernels_get()->exp_sum_f32;
-    return fn != NULL ? fn(n, x, shift, y, ahead, acc) : 0;
+    return fn != NULL ? fn(n, x, shift, bound, y, ahead, acc) : 0;
+}
+
+int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, float *y, int64_t ahead, float acc[32]) {
+    return opf_exp_sum_blocks_bounded_f32(n, x, shift, __builtin_inff(), y, ahead, acc);
 }

@@ -107,8 +107,11 @@ typedef struct opf_gemm_f64_config {
  * OPF_EXP_SUM_LEAST (e^d < FLT_MIN), NaN for NaN, +inf above
  * OPF_EXP_SUM_MOST. Every variant computes each element alike (the same
  * bits): 1.062 ulp at most over every float of [ln FLT_MIN, 88.03]
- * (tests/c/test_ukernels.c checks a sample of them against 1.07). */
-typedef int64_t (*opf_exp_sum_ukernel)(int64_t n, const float *x, float shift, float *y, int64_t ahead, float *acc);
+ * (tests/c/test_ukernels.c checks a sample of them against 1.07). `bound`:
+ * no x is above it (NaN aside); where bound - shift <= OPF_EXP_SUM_MOST
+ * the kernel does not look for larger d (+inf or NaN: every block looks). */
+typedef int64_t (*opf_exp_sum_ukernel)(int64_t n, const float *x, float shift, float bound, float *y, int64_t ahead,
+                                       float *acc);
 #define OPF_EXP_SUM_LOG2E_16 0x1.715476p+4f /* 16 / ln2 */
 #define OPF_EXP_SUM_ROUND 0x1.8p23f         /* adds and rounds to an integer, kept in the low bits */
 #define OPF_EXP_SUM_LN2_16_HI 0x1.62e4p-5f  /* ln2 / 16, its first 14 bits */
@@ -118,7 +121,7 @@ typedef int64_t (*opf_exp_sum_ukernel)(int64_t n, const float *x, float shift, f
 #define OPF_EXP_SUM_MOST 0x1.601e68p+6f   /* 88.03: 2^(k >> 4) stays below 2^128 */
 extern const float opf_exp_sum_table[16]; /* 2^(j / 16), rounded */
 #define OPF_EXP_SUM_UKERNEL(isa, fn)                                                                                   \
-    int64_t fn(int64_t n, const float *x, float shift, float *y, int64_t ahead, float *acc);
+    int64_t fn(int64_t n, const float *x, float shift, float bound, float *y, int64_t ahead, float *acc);
 #include "expsum.inc"
 #undef OPF_EXP_SUM_UKERNEL
 

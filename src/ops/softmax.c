@@ -105,23 +105,26 @@ enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vect
  * norms_exp_f32 needs one of degree 6, which the compiler's vectorized loop
  * cannot look up): what it leaves, and shorter rows, the loop below does. */
 enum { NORMS_BLOCKS_MIN = 256 };
-OPF_KERNEL_FN int64_t norms_exp_blocks_f32(int64_t n, const float *x, float s, float *y, int64_t ahead, float *acc) {
+OPF_KERNEL_FN int64_t norms_exp_blocks_f32(int64_t n, const float *x, float s, float bound, float *y, int64_t ahead,
+                                           float *acc) {
 #if defined(__CUDA_ARCH__)
-    (void)n, (void)x, (void)s, (void)y, (void)ahead, (void)acc;
+    (void)n, (void)x, (void)s, (void)bound, (void)y, (void)ahead, (void)acc;
     return 0;
 #else
     OPF__STATIC_ASSERT(NORMS_LANES == 32, "opf_exp_sum_blocks_f32 adds into 32 partial sums");
-    return n >= NORMS_BLOCKS_MIN ? opf_exp_sum_blocks_f32(n, x, s, y, ahead, acc) : 0;
+    return n >= NORMS_BLOCKS_MIN ? opf_exp_sum_blocks_bounded_f32(n, x, s, bound, y, ahead, acc) : 0;
 #endif
 }
-OPF_KERNEL_FN int64_t norms_exp_blocks_f64(int64_t n, const double *x, double s, double *y, int64_t ahead,
+OPF_KERNEL_FN int64_t norms_exp_blocks_f64(int64_t n, const double *x, double s, double bound, double *y, int64_t ahead,
                                            double *acc) {
-    (void)n, (void)x, (void)s, (void)y, (void)ahead, (void)acc;
+    (void)n, (void)x, (void)s, (void)bound, (void)y, (void)ahead, (void)acc;
     return 0;
 }
 
 /* The sum of e = exp(x[i] - s) over x[0 .. n), e stored to y[i] when y is
- * not NULL, prefetching `ahead` bytes further on than x: NORMS_LANES
+ * not NULL, prefetching `ahead` bytes further on than x (no x above
+ * `bound`, NaN aside: the chunk's maximum, opf_exp_sum_blocks_bounded_f32's
+ * bound): NORMS_LANES
  * partial sums, added pairwise. A function of its own,
  * so that the partial sums stay in vector registers (two AVX-512 ones for
  * float): a loop carrying them in memory waits on a store-to-load round trip
@@ -202,7 +205,7 @@ OPF_KERNEL_FN int64_t norms_exp_blocks_f64(int64_t n, const double *x, double s,
         NORMS_EXP_SUM_LOOPS(T, n, x, s, y, ahead, fused, acc, i, t)                                                    \
         return t;                                                                                                      \
     }                                                                                                                  \
-    OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type *y, int64_t ahead, int fused) {                       \
+    OPF_KERNEL_FN type fn(int64_t n, const type *x, type s, type bound, type *y, int64_t ahead, int fused) {           \
         if (n < NORMS_BLOCKS_MIN) {                                                                                    \
             return fn##_short(n, x, s, y, ahead, fused);                                                               \
         }                                                                                                              \
@@ -211,16 +214,18 @@ OPF_KERNEL_FN int64_t norms_exp_blocks_f64(int64_t n, const double *x, double s,
         for (int j = 0; j < NORMS_LANES; j++) {                                                                        \
             acc[j] = 0;                                                                                                \
         }                                                                                                              \
-        int64_t i = blocks(n, x, s, y, ahead, acc);                                                                    \
+        int64_t i = blocks(n, x, s, bound, y, ahead, acc);                                                             \
         NORMS_EXP_SUM_LOOPS(T, n, x, s, y, ahead, fused, acc, i, t)                                                    \
         return t;                                                                                                      \
     }
 NORMS_EXP_SUM_FN(norms_exp_sum_f32, float, norms_exp_blocks_f32)
 NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
 /* (in a kernel body: its opf_math_fma_ok) */
-#define NORMS_EXP_SUM(n, x, s, y, ahead)                                                                               \
-    (OPF_IS_F64 ? (T)norms_exp_sum_f64((n), (const double *)(x), (double)(s), (double *)(y), (ahead), opf_math_fma_ok) \
-                : (T)norms_exp_sum_f32((n), (const float *)(x), (float)(s), (float *)(y), (ahead), opf_math_fma_ok))
+#define NORMS_EXP_SUM(n, x, s, bound, y, ahead)                                                                        \
+    (OPF_IS_F64 ? (T)norms_exp_sum_f64((n), (const double *)(x), (double)(s), (double)(bound), (double *)(y), (ahead), \
+                                       opf_math_fma_ok)                                                                \
+                : (T)norms_exp_sum_f32((n), (const float *)(x), (float)(s), (float)(bound), (float *)(y), (ahead),     \
+                                       opf_math_fma_ok))
 
 /* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
  * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c)
@@ -237,7 +242,7 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
         (m) = c_ > (m) ? c_ : (m);                                                                                     \
         const T s_ = c_ == -(T)__builtin_inf() ? (T)0 : c_;                                                            \
         (shift)[k_] = s_;                                                                                              \
-        (sum)[k_] = NORMS_EXP_SUM(len_, (x) + at_, s_, (store) ? (y) + at_ : NULL, NORMS_AHEAD(len_));                 \
+        (sum)[k_] = NORMS_EXP_SUM(len_, (x) + at_, s_, c_, (store) ? (y) + at_ : NULL, NORMS_AHEAD(len_));             \
     }
 
 /* What the last chunk's exponentials asked for past it (NORMS_EXP_CHUNKS):

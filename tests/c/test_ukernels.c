@@ -1134,6 +1134,11 @@ static void test_exp_sum_registry(void) {
     for (size_t i = filled; i < n; i++) {
         x[i] = -(float)(i % 16);
     }
+    /* the inputs within the bound 88.03: those above it replaced by -1 */
+    float *within = malloc(n * sizeof *within), *bounded_y = malloc((n + 32) * sizeof *bounded_y);
+    for (size_t i = 0; i < n; i++) {
+        within[i] = x[i] > most ? -1.0f : x[i];
+    }
     int have_first = 0;
     for (size_t c = 0; exp_sum_cases[c].name != NULL; c++) {
         const exp_sum_case *k = &exp_sum_cases[c];
@@ -1149,7 +1154,7 @@ static void test_exp_sum_registry(void) {
         for (int j = 0; j < 32; j++) {
             acc[j] = acc2[j] = (float)j; /* the kernel adds to what is there */
         }
-        const int64_t done = k->fn((int64_t)n, x, 0.0f, y, 4096, acc);
+        const int64_t done = k->fn((int64_t)n, x, 0.0f, INFINITY, y, 4096, acc);
         CHECK(done == (int64_t)(n - n % 32), "%s: did %lld of %zu elements", k->name, (long long)done, n);
         int bad = 0;
         double worst = 0;
@@ -1185,7 +1190,7 @@ static void test_exp_sum_registry(void) {
             CHECK(memcmp(&want, &acc[j], sizeof want) == 0 || (isnan(want) && isnan(acc[j])),
                   "%s: partial sum %d: %a, the terms add up to %a", k->name, j, (double)acc[j], (double)want);
         }
-        const int64_t done2 = k->fn((int64_t)n, x, 0.0f, NULL, 0, acc2);
+        const int64_t done2 = k->fn((int64_t)n, x, 0.0f, INFINITY, NULL, 0, acc2);
         CHECK(done2 == done && memcmp(acc, acc2, sizeof acc) == 0, "%s: other partial sums without y", k->name);
         /* a shifted row: x - shift rounded first, as the kernel does */
         const float shift = 3.25f;
@@ -1193,7 +1198,7 @@ static void test_exp_sum_registry(void) {
         for (int i = 0; i < 96; i++) {
             z[i] = shift - (float)i * 0.37f;
         }
-        k->fn(96, z, shift, w, 0, a3);
+        k->fn(96, z, shift, INFINITY, w, 0, a3);
         for (int i = 0; i < 96; i++) {
             CHECK(exp_ulps(w[i], z[i] - shift) <= 1.07, "%s: exp(%a - %a) = %a", k->name, (double)z[i], (double)shift,
                   (double)w[i]);
@@ -1201,7 +1206,7 @@ static void test_exp_sum_registry(void) {
         /* in place (y the same array as x), and from an address off any vector's alignment */
         float in_place[97], a4[32] = {0};
         memcpy(in_place + 1, z, sizeof z);
-        k->fn(96, in_place + 1, shift, in_place + 1, 0, a4);
+        k->fn(96, in_place + 1, shift, INFINITY, in_place + 1, 0, a4);
         CHECK_SAME_BITS(in_place + 1, w, 96, sizeof *w, "%s: in place", k->name);
         CHECK_SAME_BITS(a4, a3, 32, sizeof *a3, "%s: partial sums in place", k->name);
         /* a block whose only d above the largest finite e^d is its last element, every
@@ -1211,15 +1216,41 @@ static void test_exp_sum_registry(void) {
             nan_block[i] = NAN;
         }
         nan_block[31] = 100.0f;
-        k->fn(32, nan_block, 0.0f, e_block, 0, a5);
+        k->fn(32, nan_block, 0.0f, INFINITY, e_block, 0, a5);
         CHECK(isinf(e_block[31]) && e_block[31] > 0, "%s: exp(100) after 31 NaN = %a", k->name, (double)e_block[31]);
         CHECK(isnan(e_block[0]) && isnan(e_block[30]), "%s: exp(NaN) = %a", k->name, (double)e_block[0]);
         /* and its first element, before 31 NaN (the maximum starts from the first vector) */
         nan_block[31] = NAN;
         nan_block[0] = 100.0f;
-        k->fn(32, nan_block, 0.0f, e_block, 0, a5);
+        k->fn(32, nan_block, 0.0f, INFINITY, e_block, 0, a5);
         CHECK(isinf(e_block[0]) && e_block[0] > 0, "%s: exp(100) before 31 NaN = %a", k->name, (double)e_block[0]);
         CHECK(isnan(e_block[1]) && isnan(e_block[31]), "%s: exp(NaN) = %a", k->name, (double)e_block[31]);
+        /* with a bound: the same bits where x is within it, the same look for overflow where the
+         * bound is too far above the shift (or NaN), which says nothing */
+        float bounded_e[96], a6[32] = {0};
+        k->fn(96, z, shift, shift, bounded_e, 0, a6);
+        CHECK_SAME_BITS(bounded_e, w, 96, sizeof *w, "%s: bounded by the shift", k->name);
+        CHECK_SAME_BITS(a6, a3, 32, sizeof *a3, "%s: partial sums bounded by the shift", k->name);
+        const float loose[] = {most + 0.5f, INFINITY, NAN};
+        for (size_t b = 0; b < sizeof loose / sizeof loose[0]; b++) {
+            nan_block[0] = 100.0f;
+            k->fn(32, nan_block, 0.0f, loose[b], e_block, 0, a5);
+            CHECK(isinf(e_block[0]) && e_block[0] > 0, "%s: exp(100) with the bound %g = %a", k->name, (double)loose[b],
+                  (double)e_block[0]);
+        }
+        /* the whole sample bounded by its largest finite d: the same terms wherever d is at most 88.03 */
+        for (size_t i = 0; i < n + 32; i++) {
+            bounded_y[i] = -1.0f;
+        }
+        float acc3[32] = {0};
+        const int64_t done3 = k->fn((int64_t)n, within, 0.0f, most, bounded_y, 0, acc3);
+        CHECK(done3 == done, "%s: bounded: did %lld of %zu elements", k->name, (long long)done3, n);
+        int differ = 0;
+        for (size_t i = 0; i < (size_t)done3; i++) {
+            const float want = within[i] == x[i] ? y[i] : NAN; /* (the clamped ones: checked below) */
+            differ += !isnan(want) && memcmp(&want, &bounded_y[i], sizeof want) != 0;
+        }
+        CHECK(differ == 0, "%s: bounded: %d terms differ from the checked kernel's", k->name, differ);
         if (!have_first) {
             memcpy(first, y, (size_t)done * sizeof *y);
             have_first = 1;
@@ -1235,10 +1266,19 @@ static void test_exp_sum_registry(void) {
     const int64_t done = opf_exp_sum_blocks_f32((int64_t)n, x, 0.0f, y, 0, acc);
     CHECK(done == (opf_kernels_get()->exp_sum_f32 != NULL ? (int64_t)(n - n % 32) : 0), "did %lld at level %s",
           (long long)done, opf_isa_name(opf_get_isa()));
+    float acc_b[32] = {0}, e_b[32], tall[32];
+    for (int i = 0; i < 32; i++) {
+        tall[i] = i == 7 ? 100.0f : -(float)i;
+    }
+    const int64_t done_b = opf_exp_sum_blocks_bounded_f32(32, tall, 0.0f, INFINITY, e_b, 0, acc_b);
+    CHECK(done_b == 0 || (isinf(e_b[7]) && e_b[7] > 0), "bounded by +inf: exp(100) = %a", (double)e_b[7]);
+    CHECK(opf_exp_sum_blocks_bounded_f32(31, x, 0.0f, 0.0f, y, 0, acc_b) == 0, "bounded, 31 elements: no block");
     harness_end();
     free(x);
     free(y);
     free(first);
+    free(within);
+    free(bounded_y);
 }
 
 int main(void) {

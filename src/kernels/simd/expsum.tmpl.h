@@ -18,7 +18,44 @@ static inline opf_vec opf_vexp(opf_vec d, opf_vexp_table table) {
     return opf_vexp_finish(d, opf_vexp_scale(t, table), p, OPF_EXP_SUM_LEAST);
 }
 
-int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float *y, int64_t ahead, float *acc) {
+/* One block of 32: e = exp(x - s) stored to y (unless NULL) and added into
+ * the partial sums a; `checked`: d above OPF_EXP_SUM_MOST is looked for
+ * (a constant at each call: the two loops below are two copies). */
+static inline void opf_exp_sum_block(const float *x, opf_vec s, float *y, opf_vexp_table table, opf_vec *a,
+                                     int checked) {
+    /* d above OPF_EXP_SUM_MOST (+inf) is looked for once a block, on the
+     * largest x (x - shift rounds monotonically), rather than by a compare
+     * and blend per vector: softmax's d is at most 0. The AVX2 kernel went
+     * from 8.86 to 8.67 cycles a vector on a Zen 3 (same bits); softmax on
+     * rows in cache, 1.02-1.03 times as fast. The maximum starts from the
+     * first vector, not from -inf: a lane whose running maximum is NaN stays
+     * NaN (opf_vmax keeps b) and sends the block to the per-vector blend,
+     * whose compare then finds any d above OPF_EXP_SUM_MOST that the NaN hid;
+     * a NaN x dropped from the maximum needs no blend (its e is NaN). A
+     * caller's bound on x (opf_exp_sum_blocks_bounded_f32) spares even that
+     * maximum: one operation a vector of about 15. */
+    int over = 0;
+    if (checked) {
+        opf_vec xmax = opf_vloadu(x);
+        for (int v = 1; v < OPF_EXP_SUM_VECS; v++) {
+            xmax = opf_vmax(opf_vloadu(x + v * OPF_VEC_LEN), xmax);
+        }
+        over = opf_vany_above_or_nan(opf_vsub(xmax, s), OPF_EXP_SUM_MOST);
+    }
+    for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
+        const opf_vec d = opf_vsub(opf_vloadu(x + v * OPF_VEC_LEN), s);
+        opf_vec e = opf_vexp(d, table);
+        if (__builtin_expect(over, 0)) {
+            e = opf_vexp_over(d, e, OPF_EXP_SUM_MOST);
+        }
+        if (y != NULL) {
+            opf_vstoreu(y + v * OPF_VEC_LEN, e);
+        }
+        a[v] = opf_vadd(a[v], e);
+    }
+}
+
+int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float bound, float *y, int64_t ahead, float *acc) {
     const opf_vexp_table table = opf_vexp_table_load(opf_exp_sum_table);
     const opf_vec s = opf_vset1(shift);
     opf_vec a[OPF_EXP_SUM_VECS];
@@ -26,36 +63,19 @@ int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float *y, int64
         a[v] = opf_vloadu(acc + v * OPF_VEC_LEN);
     }
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
+    /* every d at most OPF_EXP_SUM_MOST, by the caller's bound (false for NaN) */
+    const int bounded = bound - shift <= OPF_EXP_SUM_MOST;
+    for (; bounded && i + 32 <= n; i += 32) {
         const char *pf = (const char *)(x + i) + ahead; /* into L2, as opf_prefetch_at */
         _mm_prefetch(pf, _MM_HINT_T1);
         _mm_prefetch(pf + 64, _MM_HINT_T1);
-        /* d above OPF_EXP_SUM_MOST (+inf) is looked for once a block, on the
-         * largest x (x - shift rounds monotonically), rather than by a
-         * compare and blend per vector: softmax's d is at most 0. The AVX2
-         * kernel went from 8.86 to 8.67 cycles a vector on a Zen 3 (same
-         * bits); softmax on rows in cache, 1.02-1.03 times as fast. The
-         * maximum starts from the first vector, not from -inf: a lane whose
-         * running maximum is NaN stays NaN (opf_vmax keeps b) and sends the
-         * block to the per-vector blend, whose compare then finds any d above
-         * OPF_EXP_SUM_MOST that the NaN hid; a NaN x dropped from the
-         * maximum needs no blend (its e is NaN). */
-        opf_vec xmax = opf_vloadu(x + i);
-        for (int v = 1; v < OPF_EXP_SUM_VECS; v++) {
-            xmax = opf_vmax(opf_vloadu(x + i + v * OPF_VEC_LEN), xmax);
-        }
-        const int over = opf_vany_above_or_nan(opf_vsub(xmax, s), OPF_EXP_SUM_MOST);
-        for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
-            const opf_vec d = opf_vsub(opf_vloadu(x + i + v * OPF_VEC_LEN), s);
-            opf_vec e = opf_vexp(d, table);
-            if (__builtin_expect(over, 0)) {
-                e = opf_vexp_over(d, e, OPF_EXP_SUM_MOST);
-            }
-            if (y != NULL) {
-                opf_vstoreu(y + i + v * OPF_VEC_LEN, e);
-            }
-            a[v] = opf_vadd(a[v], e);
-        }
+        opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, 0);
+    }
+    for (; i + 32 <= n; i += 32) {
+        const char *pf = (const char *)(x + i) + ahead;
+        _mm_prefetch(pf, _MM_HINT_T1);
+        _mm_prefetch(pf + 64, _MM_HINT_T1);
+        opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, 1);
     }
     for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
         opf_vstoreu(acc + v * OPF_VEC_LEN, a[v]);
