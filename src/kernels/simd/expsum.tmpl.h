@@ -19,10 +19,13 @@ static inline opf_vec opf_vexp(opf_vec d, opf_vexp_table table) {
 }
 
 /* One block of 32: e = exp(x - s) stored to y (unless NULL) and added into
- * the partial sums a; `checked`: d above OPF_EXP_SUM_MOST is looked for
+ * the partial sums a, the two lines `ahead` bytes past x asked for into L2
+ * (as opf_prefetch_at); `checked`: d above OPF_EXP_SUM_MOST is looked for
  * (a constant at each call: the two loops below are two copies). */
 static inline void opf_exp_sum_block(const float *x, opf_vec s, float *y, opf_vexp_table table, opf_vec *a,
-                                     int checked) {
+                                     int64_t ahead, int checked) {
+    _mm_prefetch((const char *)x + ahead, _MM_HINT_T1);
+    _mm_prefetch((const char *)x + ahead + 64, _MM_HINT_T1);
     /* d above OPF_EXP_SUM_MOST (+inf) is looked for once a block, on the
      * largest x (x - shift rounds monotonically), rather than by a compare
      * and blend per vector: softmax's d is at most 0. The AVX2 kernel went
@@ -66,16 +69,10 @@ int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float bound, fl
     /* every d at most OPF_EXP_SUM_MOST, by the caller's bound (false for NaN) */
     const int bounded = bound - shift <= OPF_EXP_SUM_MOST;
     for (; bounded && i + 32 <= n; i += 32) {
-        const char *pf = (const char *)(x + i) + ahead; /* into L2, as opf_prefetch_at */
-        _mm_prefetch(pf, _MM_HINT_T1);
-        _mm_prefetch(pf + 64, _MM_HINT_T1);
-        opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, 0);
+        opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, ahead, 0);
     }
     for (; i + 32 <= n; i += 32) {
-        const char *pf = (const char *)(x + i) + ahead;
-        _mm_prefetch(pf, _MM_HINT_T1);
-        _mm_prefetch(pf + 64, _MM_HINT_T1);
-        opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, 1);
+        opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, ahead, 1);
     }
     for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
         opf_vstoreu(acc + v * OPF_VEC_LEN, a[v]);
