@@ -13,7 +13,8 @@
  * input's bytes (memcpy, and on x86 with AVX one with non-temporal stores:
  * the faster of the two, on the same threads) is timed in each rep as well,
  * and each build's time is also given against it ("copy / this": the
- * copy's time over the build's, best of the reps' ratios) and compared
+ * copy's time over the build's, the median of the reps' ratios; the best
+ * of them overstated it by as much as the copies' noise) and compared
  * with the first build's that way ("per copy"): on a shared machine the
  * bandwidth moves between minutes, and a ratio of two things timed in the
  * same moments does not. The outputs of every build are
@@ -220,6 +221,17 @@ static double ab_copy(void *(*run)(void *), char *dst, const char *src, size_t b
     return ab_now() - t0;
 }
 
+static int ab_compare_doubles(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0 .. n) (n >= 1), which it sorts. */
+static double ab_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, ab_compare_doubles);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static double ab_value(const ab_buffer *b, int64_t i) {
     return b->t.dtype == OPF_F64 ? ((const double *)b->t.data)[i] : (double)((const float *)b->t.data)[i];
 }
@@ -247,7 +259,8 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
     const size_t elem = dtype == OPF_F64 ? sizeof(double) : sizeof(float);
     ab_buffer in[OPF_MAX_ARGS] = {{0}}, out[AB_MAX_LIBS][OPF_MAX_ARGS] = {{{0}}};
     char *copy_dst = NULL;
-    int status = 1; /* (every buffer is freed at `done`, whatever fails) */
+    double *ratios = NULL; /* each rep's time over its copy's, per build (with -copy) */
+    int status = 1;        /* (every buffer is freed at `done`, whatever fails) */
     const opf_tensor *in_ptr[OPF_MAX_ARGS] = {NULL}, *out_ptr[AB_MAX_LIBS][OPF_MAX_ARGS] = {{NULL}};
     char shapes[512];
     snprintf(shapes, sizeof shapes, "%s", colon + 1);
@@ -298,6 +311,11 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
         memset(copy_dst, 0, copy_bytes);
     }
     double best[AB_MAX_LIBS], best_copy = INFINITY, share[AB_MAX_LIBS];
+    ratios = copy_dst != NULL ? malloc((size_t)nlibs * (size_t)reps * sizeof *ratios) : NULL;
+    if (copy_dst != NULL && ratios == NULL) {
+        fprintf(stderr, "ab: out of memory for the copy's ratios\n");
+        exit(2);
+    }
     for (int l = 0; l < nlibs; l++) {
         best[l] = share[l] = INFINITY;
         libs[l].threads(threads);
@@ -321,9 +339,14 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
             const double t = ab_now() - t0;
             if (r > 0) {
                 best[l] = t < best[l] ? t : best[l];
-                share[l] = copy_s > 0 && t / copy_s < share[l] ? t / copy_s : share[l];
+                if (ratios != NULL) {
+                    ratios[(size_t)l * (size_t)reps + (size_t)(r - 1)] = t / copy_s;
+                }
             }
         }
+    }
+    for (int l = 0; ratios != NULL && l < nlibs; l++) {
+        share[l] = ab_median(ratios + (size_t)l * (size_t)reps, reps);
     }
     printf("%s %s, %d thread(s)%s\n", op_name, colon + 1, threads, dtype == OPF_F64 ? ", float64" : "");
     const char *const copy_label =
@@ -369,6 +392,7 @@ done:
         }
     }
     free(copy_dst);
+    free(ratios);
     return status;
 }
 
