@@ -311,6 +311,8 @@ cdef extern from "opforge.h" nogil:
 
     int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, float *y, int64_t ahead,
                                    float *acc)
+    int64_t opf_exp_sum_blocks_bounded_f32(int64_t n, const float *x, float shift, float bound, float *y,
+                                           int64_t ahead, float *acc)
     opf_status opf_matmul(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b,
                           const opf_eltwise_kernel *epilogue, const opf_attr_value *attrs, const opf_tensor *y)
 
