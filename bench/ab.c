@@ -100,16 +100,13 @@ static ab_lib ab_load(const char *path) {
     return lib;
 }
 
-/* Whether large buffers ask for huge pages (-huge), as NumPy's arrays of
- * 4 MiB and more and the bench's copy buffers do. */
-static int ab_huge;
-
-/* `bytes` on a 64-byte line (with -huge and at least 4 MiB: on a 2 MiB page,
- * huge pages asked for); NULL when out of memory. */
-static void *ab_block(size_t bytes) {
+/* `bytes` on a 64-byte line; with `huge` (-huge) and at least 4 MiB, on a
+ * 2 MiB page with huge pages asked for, as NumPy's arrays of 4 MiB and more
+ * and the bench's copy buffers have them. NULL when out of memory. */
+static void *ab_block(size_t bytes, int huge) {
     enum { HUGE_PAGE = 2 << 20 };
     const size_t rounded = (bytes + 63) / 64 * 64;
-    if (!ab_huge || rounded < 2 * HUGE_PAGE) {
+    if (!huge || rounded < 2 * HUGE_PAGE) {
         return aligned_alloc(64, rounded);
     }
     void *block = aligned_alloc(HUGE_PAGE, (rounded + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
@@ -122,9 +119,9 @@ static void *ab_block(size_t bytes) {
 }
 
 /* A buffer of `numel` elements of `elem` bytes, `offset` bytes past a 64-byte line. */
-static void ab_alloc(ab_buffer *b, int64_t numel, size_t elem, size_t offset) {
+static void ab_alloc(ab_buffer *b, int64_t numel, size_t elem, size_t offset, int huge) {
     const size_t bytes = (size_t)(numel > 0 ? numel : 1) * elem;
-    b->block = ab_block(bytes + offset);
+    b->block = ab_block(bytes + offset, huge);
     if (b->block == NULL) {
         fprintf(stderr, "ab: out of memory for %zu bytes\n", bytes);
         exit(2);
@@ -238,7 +235,7 @@ static double ab_value(const ab_buffer *b, int64_t i) {
 
 /* One case on every build; returns 0, or 1 if a build failed to run it. */
 static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads, int reps, opf_dtype dtype,
-                   size_t offset, int copy) {
+                   size_t offset, int copy, int huge) {
     char op_name[128];
     const char *colon = strchr(spec, ':');
     if (colon == NULL || (size_t)(colon - spec) >= sizeof op_name) {
@@ -272,7 +269,7 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
                     (int)op->num_inputs);
             goto done;
         }
-        ab_alloc(&in[nin], in[nin].numel, elem, offset);
+        ab_alloc(&in[nin], in[nin].numel, elem, offset, huge);
         in[nin].t = (opf_tensor){in[nin].t.data, {OPF_DEVICE_CPU, 0}, ndim, dtype, in[nin].shape, NULL, 0};
         for (int64_t i = 0; i < in[nin].numel; i++) {
             const double v = (double)((uint64_t)(i + 7919 * nin) * 2654435761u % 2000u) / 1000.0 - 1.0;
@@ -297,13 +294,13 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
             for (int32_t d = 0; d < ndim; d++) {
                 numel *= b->shape[d];
             }
-            ab_alloc(b, numel, elem, offset);
+            ab_alloc(b, numel, elem, offset, huge);
             b->t = (opf_tensor){b->t.data, {OPF_DEVICE_CPU, 0}, ndim, dtype, b->shape, NULL, 0};
             out_ptr[l][o] = &b->t;
         }
     }
     const size_t copy_bytes = in[0].numel > 0 ? (size_t)in[0].numel * elem : 0;
-    if (copy && copy_bytes > 0 && (copy_dst = ab_block(copy_bytes)) == NULL) {
+    if (copy && copy_bytes > 0 && (copy_dst = ab_block(copy_bytes, huge)) == NULL) {
         fprintf(stderr, "ab: out of memory for the copy\n");
         exit(2);
     }
@@ -311,6 +308,7 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
         memset(copy_dst, 0, copy_bytes);
     }
     double best[AB_MAX_LIBS], best_copy = INFINITY, share[AB_MAX_LIBS];
+    const int streamed_copy = ab_have_streamed(); /* (a copy with non-temporal stores runs here) */
     ratios = copy_dst != NULL ? malloc((size_t)nlibs * (size_t)reps * sizeof *ratios) : NULL;
     if (copy_dst != NULL && ratios == NULL) {
         fprintf(stderr, "ab: out of memory for the copy's ratios\n");
@@ -324,7 +322,7 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
         double copy_s = 0;
         if (copy_dst != NULL) { /* the faster of the two copies, as the bench's roof */
             copy_s = ab_copy(ab_copy_memcpy, copy_dst, in[0].t.data, copy_bytes, threads);
-            if (ab_have_streamed()) {
+            if (streamed_copy) {
                 const double streamed = ab_copy(ab_copy_streamed, copy_dst, in[0].t.data, copy_bytes, threads);
                 copy_s = streamed < copy_s ? streamed : copy_s;
             }
@@ -350,7 +348,7 @@ static int ab_case(const ab_lib *libs, int nlibs, const char *spec, int threads,
     }
     printf("%s %s, %d thread(s)%s\n", op_name, colon + 1, threads, dtype == OPF_F64 ? ", float64" : "");
     const char *const copy_label =
-        ab_have_streamed() ? "copy of the first input (memcpy or streamed)" : "copy of the first input (memcpy)";
+        streamed_copy ? "copy of the first input (memcpy or streamed)" : "copy of the first input (memcpy)";
     int width = (int)strlen(copy_label);
     for (int l = 0; l < nlibs; l++) {
         width = (int)strlen(libs[l].path) > width ? (int)strlen(libs[l].path) : width;
@@ -405,7 +403,7 @@ static void ab_usage(void) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 1, reps = 15, copy = 0, nlibs = 0, a = 1;
+    int threads = 1, reps = 15, copy = 0, huge = 0, nlibs = 0, a = 1;
     size_t offset = 0;
     opf_dtype dtype = OPF_F32;
     ab_lib libs[AB_MAX_LIBS];
@@ -421,7 +419,7 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[a], "-copy") == 0) {
             copy = 1;
         } else if (strcmp(argv[a], "-huge") == 0) {
-            ab_huge = 1;
+            huge = 1;
         } else {
             ab_usage();
         }
@@ -440,7 +438,7 @@ int main(int argc, char **argv) {
     }
     int failed = 0;
     for (a++; a < argc; a++) {
-        failed |= ab_case(libs, nlibs, argv[a], threads, reps, dtype, offset, copy);
+        failed |= ab_case(libs, nlibs, argv[a], threads, reps, dtype, offset, copy, huge);
     }
     return failed;
 }

@@ -262,6 +262,8 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
 
 /* Chunks of at least `least` elements, at most NORMS_CHUNKS of them. */
 #define NORMS_CHUNK(n, least) ((n) > NORMS_CHUNKS * (least) ? ((n) + NORMS_CHUNKS - 1) / NORMS_CHUNKS : (least))
+/* softmax's and log_softmax's chunks: of 64 KiB at least (in a kernel body). */
+#define NORMS_EXP_CHUNK(n) NORMS_CHUNK((n), 65536 / (int64_t)sizeof(T))
 
 /* y = exp(x - max) / sum: per chunk e = exp(x - c), y = e * (exp(c - max) /
  * sum). e goes to the row's scratch (OPF_ROW_SCRATCH), so that a streamed
@@ -271,7 +273,7 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
  * place first. A row with +inf or NaN, or of -inf only, is NaN throughout
  * (as torch.softmax): its sum is NaN, or 0 with max = -inf. */
 OPF_ROW_KERNEL(softmax, (x), (y), {
-    const int64_t chunk = NORMS_CHUNK(n, 65536 / (int64_t)sizeof(T));
+    const int64_t chunk = NORMS_EXP_CHUNK(n);
     T *const e = OPF_ROW_SCRATCH(y);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
     NORMS_EXP_CHUNKS(T, n, x, e, chunk, shift, sum, m, 1)
@@ -412,7 +414,7 @@ OPF_KERNEL_FN double norms_log_normal_f64(double t, int fused) {
  * thread of an Intel Xeon, 1.28-1.29 on two, float64 1.22-1.23, results
  * within an ulp of the chunked sums'). */
 OPF_ROW_KERNEL(log_softmax, (x), (y), {
-    const int64_t chunk = NORMS_CHUNK(n, 65536 / (int64_t)sizeof(T)); /* (as softmax's: see above) */
+    const int64_t chunk = NORMS_EXP_CHUNK(n); /* (as softmax's: see above) */
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
     NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 0)
     NORMS_EXP_CHUNKS_ASKED(n, x, y, chunk)
