@@ -21,14 +21,17 @@ static inline opf_vec opf_vrelu_mask(opf_vec dy, opf_vec x) {
     return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LE_OQ), dy);
 }
 /* The exponential's steps (simd/expsum.tmpl.h; avx512-f32.h says what
- * each does): the 16-entry table as two halves, permuted each, bit 3 of j
- * choosing. */
+ * each does): t and k in whole k; the 16-entry table as two halves,
+ * permuted each, bit 3 of j choosing; the power of two added to the
+ * entry's exponent bits (t's bits shifted up by 19 add the exponent step
+ * and j << 19 with it, which each entry as loaded has taken out
+ * beforehand: the same bits as masking j off, one operation less). */
+#define OPF_VEXP_UNIT 1.0f
 typedef struct opf_vexp_table {
     __m256 lo, hi;
 } opf_vexp_table;
 static inline opf_vec opf_vsub(opf_vec a, opf_vec b) { return _mm256_sub_ps(a, b); }
 static inline opf_vec opf_vfnma(opf_vec a, opf_vec b, opf_vec c) { return _mm256_fnmadd_ps(a, b, c); }
-/* (each entry's bits less j << 19: see the AVX-512 vocabulary) */
 static inline opf_vexp_table opf_vexp_table_load(const float *table) {
     const __m256i j = _mm256_slli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), 19);
     const __m256i eight = _mm256_set1_epi32(8 << 19);
@@ -36,7 +39,8 @@ static inline opf_vexp_table opf_vexp_table_load(const float *table) {
     const __m256i hi = _mm256_sub_epi32(_mm256_castps_si256(_mm256_loadu_ps(table + 8)), _mm256_add_epi32(j, eight));
     return (opf_vexp_table){_mm256_castsi256_ps(lo), _mm256_castsi256_ps(hi)};
 }
-static inline opf_vec opf_vexp_scale(opf_vec t, opf_vexp_table table) {
+static inline opf_vec opf_vexp_scale(opf_vec t, opf_vec k, opf_vexp_table table) {
+    (void)k;
     const __m256i ti = _mm256_castps_si256(t);
     const __m256 tj = _mm256_blendv_ps(_mm256_permutevar8x32_ps(table.lo, ti), _mm256_permutevar8x32_ps(table.hi, ti),
                                        _mm256_castsi256_ps(_mm256_slli_epi32(ti, 28)));

@@ -17,27 +17,23 @@ static inline opf_vec opf_vrelu(opf_vec x) { return _mm512_max_ps(_mm512_setzero
 static inline opf_vec opf_vrelu_mask(opf_vec dy, opf_vec x) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NLE_UQ), dy);
 }
-/* The exponential's steps (simd/expsum.tmpl.h): a - b; c - a * b; 2^(j/16)
- * for the low 4 bits j of t's bits from the 16 entries of `table`, times
- * 2^(the next 9 bits, as a signed exponent step) by integer addition; and
- * s + s * p where d is not below `least` (else 0; NaN kept). The table as
- * loaded holds entry j's bits less j << 19: t's bits shifted up by 19 add
- * the exponent step and j << 19 with it, which the entry has taken out
- * beforehand (the same bits as masking j off, one operation less a
- * vector). opf_vmax: a lane's larger value, b's where a is NaN;
- * opf_vany_above_or_nan: whether a lane of a is above b or NaN;
- * opf_vexp_over: +inf where d is above `most`, else e. */
+/* The exponential's steps (simd/expsum.tmpl.h): a - b; c - a * b; t and k
+ * in sixteenths of a k (OPF_VEXP_UNIT), so that k is the exponent step
+ * with j / 16 as its fraction: 2^(j/16) for the low 4 bits j of t's bits
+ * from the 16 entries of `table` (one permute), times 2^floor(k) by
+ * vscalefps (one operation where integer arithmetic on the bits takes two;
+ * exact while s is normal, which d >= `least` makes it); and s + s * p
+ * where d is not below `least` (else 0; NaN kept). opf_vmax: a lane's
+ * larger value, b's where a is NaN; opf_vany_above_or_nan: whether a lane
+ * of a is above b or NaN; opf_vexp_over: +inf where d is above `most`,
+ * else e. */
+#define OPF_VEXP_UNIT 0x1p-4f
 typedef __m512 opf_vexp_table;
 static inline opf_vec opf_vsub(opf_vec a, opf_vec b) { return _mm512_sub_ps(a, b); }
 static inline opf_vec opf_vfnma(opf_vec a, opf_vec b, opf_vec c) { return _mm512_fnmadd_ps(a, b, c); }
-static inline opf_vexp_table opf_vexp_table_load(const float *table) {
-    const __m512i j = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    return _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_castps_si512(_mm512_loadu_ps(table)), _mm512_slli_epi32(j, 19)));
-}
-static inline opf_vec opf_vexp_scale(opf_vec t, opf_vexp_table table) {
-    const __m512i ti = _mm512_castps_si512(t);
-    const __m512 tj = _mm512_permutexvar_ps(ti, table);
-    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(tj), _mm512_slli_epi32(ti, 19)));
+static inline opf_vexp_table opf_vexp_table_load(const float *table) { return _mm512_loadu_ps(table); }
+static inline opf_vec opf_vexp_scale(opf_vec t, opf_vec k, opf_vexp_table table) {
+    return _mm512_scalef_ps(_mm512_permutexvar_ps(_mm512_castps_si512(t), table), k);
 }
 static inline opf_vec opf_vexp_finish(opf_vec d, opf_vec s, opf_vec p, float least) {
     return _mm512_maskz_fmadd_ps(_mm512_cmp_ps_mask(d, _mm512_set1_ps(least), _CMP_NLT_UQ), s, p, s);

@@ -7,15 +7,19 @@
 #define OPF_EXP_SUM_VECS (32 / OPF_VEC_LEN)
 
 /* e^d: d = (k + f) ln2 / 16 (k in t's low bits), e^d = 2^(k/16) e^r; for
- * d up to OPF_EXP_SUM_MOST (above it, the block's opf_vexp_over). */
+ * d up to OPF_EXP_SUM_MOST (above it, the block's opf_vexp_over). t and k
+ * count in the vocabulary's OPF_VEXP_UNIT (1 or 1/16 of a k): every
+ * constant is scaled by a power of two, so the products, r and the bits of
+ * e are the same whatever the unit. */
 static inline opf_vec opf_vexp(opf_vec d, opf_vexp_table table) {
-    const opf_vec t = opf_vfma(d, opf_vset1(OPF_EXP_SUM_LOG2E_16), opf_vset1(OPF_EXP_SUM_ROUND));
-    const opf_vec k = opf_vsub(t, opf_vset1(OPF_EXP_SUM_ROUND));
-    opf_vec r = opf_vfnma(k, opf_vset1(OPF_EXP_SUM_LN2_16_HI), d); /* exact: the first part has few bits */
-    r = opf_vfnma(k, opf_vset1(OPF_EXP_SUM_LN2_16_LO), r);
+    const float round = OPF_EXP_SUM_ROUND * OPF_VEXP_UNIT;
+    const opf_vec t = opf_vfma(d, opf_vset1(OPF_EXP_SUM_LOG2E_16 * OPF_VEXP_UNIT), opf_vset1(round));
+    const opf_vec k = opf_vsub(t, opf_vset1(round));
+    opf_vec r = opf_vfnma(k, opf_vset1(OPF_EXP_SUM_LN2_16_HI / OPF_VEXP_UNIT), d); /* exact: few bits */
+    r = opf_vfnma(k, opf_vset1(OPF_EXP_SUM_LN2_16_LO / OPF_VEXP_UNIT), r);
     const opf_vec q = opf_vfma(opf_vset1(OPF_EXP_SUM_C3), r, opf_vset1(0.5f));
     const opf_vec p = opf_vfma(opf_vmul(r, r), q, r); /* e^r - 1 */
-    return opf_vexp_finish(d, opf_vexp_scale(t, table), p, OPF_EXP_SUM_LEAST);
+    return opf_vexp_finish(d, opf_vexp_scale(t, k, table), p, OPF_EXP_SUM_LEAST);
 }
 
 /* One block of 32: e = exp(x - s) stored to y (unless NULL) and added into
