@@ -627,6 +627,49 @@ TEST(test_rows_in_runs) {
     opf_set_num_threads(threads);
 }
 
+/* OPF_PAIRWISE at every lane count against the pairwise order written out
+ * here (halves of a size known only at run time), on partial results spread
+ * over 60 binary orders of magnitude, where another order rounds
+ * differently; sums, and maxima with a NaN lane (opf_max's combine). */
+#define PAIRWISE_CASE(type, lanes)                                                                                     \
+    do {                                                                                                               \
+        type a[lanes], m[lanes], want[lanes], want_m[lanes];                                                           \
+        for (int j = 0; j < (lanes); j++) {                                                                            \
+            a[j] = want[j] = (type)ldexp(rng_uniform(&r, -1, 1), (int)rng_uniform(&r, -30, 30));                       \
+            m[j] = want_m[j] = j == nan_lane ? (type)NAN : a[j];                                                       \
+        }                                                                                                              \
+        for (int h = (lanes) / 2; h >= 1; h /= 2) {                                                                    \
+            for (int j = 0; j < h; j++) {                                                                              \
+                want[j] = want[j] + want[j + h];                                                                       \
+                want_m[j] = (want_m[j + h] > want_m[j] || want_m[j + h] != want_m[j + h]) ? want_m[j + h] : want_m[j]; \
+            }                                                                                                          \
+        }                                                                                                              \
+        OPF_PAIRWISE(a, lanes, USER_ADD);                                                                              \
+        OPF_PAIRWISE(m, lanes, USER_MAX_NAN);                                                                          \
+        CHECK(memcmp(&a[0], &want[0], sizeof a[0]) == 0, "%s lanes=%d: sum %.17g, want %.17g", #type, (lanes),         \
+              (double)a[0], (double)want[0]);                                                                          \
+        CHECK(memcmp(&m[0], &want_m[0], sizeof m[0]) == 0 || (m[0] != m[0] && want_m[0] != want_m[0]),                 \
+              "%s lanes=%d: max %.17g, want %.17g", #type, (lanes), (double)m[0], (double)want_m[0]);                  \
+    } while (0)
+#define USER_MAX_NAN(a, b) (((b) > (a) || (b) != (b)) ? (b) : (a))
+TEST(test_pairwise_order) {
+    rng r = rng_seed(31);
+    for (int rep = 0; rep < 200; rep++) {
+        const int nan_lane = rep % 4 == 0 ? rep % 64 : -1; /* a NaN in a quarter of the cases */
+        PAIRWISE_CASE(float, 1);
+        PAIRWISE_CASE(float, 2);
+        PAIRWISE_CASE(float, 4);
+        PAIRWISE_CASE(float, 8);
+        PAIRWISE_CASE(float, 16);
+        PAIRWISE_CASE(float, 32);
+        PAIRWISE_CASE(float, 64);
+        PAIRWISE_CASE(double, 2);
+        PAIRWISE_CASE(double, 8);
+        PAIRWISE_CASE(double, 32);
+        PAIRWISE_CASE(double, 64);
+    }
+}
+
 /* OPF_PAIRWISE: a user's reduction in opf_dot's order has its bits, at
  * lengths under, at and past a group of lanes; both near a long double sum. */
 TEST(test_rows_pairwise) {
@@ -1389,6 +1432,7 @@ int main(void) {
     RUN_TEST(test_rows_edges);
     RUN_TEST(test_rows_in_runs);
     RUN_TEST(test_rows_pairwise);
+    RUN_TEST(test_pairwise_order);
     RUN_TEST(test_rows_unbatched_input);
     RUN_TEST(test_rows_summed_output);
     RUN_TEST(test_rows_streamed_output);
