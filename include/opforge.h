@@ -1563,12 +1563,11 @@ OPF_INLINE void opf__row_next(opf_row_args *a, int64_t elem, int32_t num_in, int
  * the stack (GCC 12: a quarter of softmax's time on rows of 64 floats;
  * with the loops, on an Intel Xeon, softmax 1.16x, layer_norm 1.43x,
  * layer_norm_grad 1.18x, rms_norm 1.08x as fast there, the same bits).
- * lanes is a
- * constant power of two up to 64, COMBINE a macro or function of two
- * values: ADD(a, b) ((a) + (b)) for a sum. For a reduction of one's own,
- * written as opf_sum is (`lanes` partial results, acc[j] += ... over j in
- * an inner loop), so that it vectorizes without reassociation and every
- * build gives the same bits. */
+ * lanes is a constant power of two up to 64, COMBINE a macro or function
+ * of two values: ADD(a, b) ((a) + (b)) for a sum. For a reduction of one's
+ * own, written as opf_sum is (`lanes` partial results, acc[j] += ... over
+ * j in an inner loop), so that it vectorizes without reassociation and
+ * every build gives the same bits. */
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #define OPF__PAIRWISE_LOOP _Pragma("GCC unroll 1")
 #else
