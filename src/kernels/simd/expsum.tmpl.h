@@ -12,9 +12,9 @@
  * constant is scaled by a power of two, so the products, r and the bits of
  * e are the same whatever the unit. */
 static inline opf_vec opf_vexp(opf_vec d, opf_vexp_table table) {
-    const float round = OPF_EXP_SUM_ROUND * OPF_VEXP_UNIT;
-    const opf_vec t = opf_vfma(d, opf_vset1(OPF_EXP_SUM_LOG2E_16 * OPF_VEXP_UNIT), opf_vset1(round));
-    const opf_vec k = opf_vsub(t, opf_vset1(round));
+    const float rounder = OPF_EXP_SUM_ROUND * OPF_VEXP_UNIT;
+    const opf_vec t = opf_vfma(d, opf_vset1(OPF_EXP_SUM_LOG2E_16 * OPF_VEXP_UNIT), opf_vset1(rounder));
+    const opf_vec k = opf_vsub(t, opf_vset1(rounder));
     opf_vec r = opf_vfnma(k, opf_vset1(OPF_EXP_SUM_LN2_16_HI / OPF_VEXP_UNIT), d); /* exact: few bits */
     r = opf_vfnma(k, opf_vset1(OPF_EXP_SUM_LN2_16_LO / OPF_VEXP_UNIT), r);
     const opf_vec q = opf_vfma(opf_vset1(OPF_EXP_SUM_C3), r, opf_vset1(0.5f));
