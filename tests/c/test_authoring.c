@@ -1299,6 +1299,49 @@ TEST(test_rows_prefetch_past_the_mapping) {
         }
         munmap(map, data + guard);
     }
+    /* A run of rows long enough to ask for the lines their stores will
+     * write (opf__run_stores, up to OPF_RUN_STORES_AHEAD bytes past each
+     * row), the last one ending at the guard: the asks past it never fault,
+     * and every row is stored. */
+    for (int f64 = 0; f64 < 2; f64++) {
+        const size_t elem = f64 ? 8 : 4;
+        const int64_t R = 40, M = f64 ? 40 : 70; /* rows of 320 and 280 bytes, run on one thread */
+        const size_t bytes = (size_t)(R * M) * elem, data = (bytes + page - 1) / page * page;
+        char *map = mmap(NULL, data + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (!CHECK(map != MAP_FAILED, "mmap failed")) {
+            return;
+        }
+        CHECK(mprotect(map + data, guard, PROT_NONE) == 0, "mprotect failed");
+        void *y = map + data - bytes, *x = malloc(bytes);
+        rng r = rng_seed(29);
+        if (f64) {
+            fill_uniform_f64(&r, x, (size_t)(R * M), -0.05, 1);
+        } else {
+            fill_uniform_f32(&r, x, (size_t)(R * M), -0.05f, 1);
+        }
+        int64_t shape[2] = {R, M};
+        const opf_dtype dt = f64 ? OPF_F64 : OPF_F32;
+        opf_tensor tx = opf_tensor_make(x, dt, 2, shape), ty = opf_tensor_make(y, dt, 2, shape);
+        const int threads = opf_get_num_threads();
+        opf_set_num_threads(1);
+        CHECK(opf_op_run(user_op("until_negative"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty}, NULL) ==
+                  OPF_OK,
+              "%s", opf_last_error());
+        opf_set_num_threads(threads);
+        int bad = 0;
+        for (int64_t i = 0; i < R; i++) {
+            int cut = 0;
+            for (int64_t j = 0; j < M; j++) {
+                const double xv = f64 ? ((const double *)x)[i * M + j] : ((const float *)x)[i * M + j];
+                const double yv = f64 ? ((const double *)y)[i * M + j] : ((const float *)y)[i * M + j];
+                cut |= xv < 0;
+                bad += yv != (cut ? 0 : xv);
+            }
+        }
+        CHECK(bad == 0, "until_negative %s rows ending at a guard: %d elements wrong", f64 ? "f64" : "f32", bad);
+        free(x);
+        munmap(map, data + guard);
+    }
 }
 
 TEST(test_kernel_errors) {
