@@ -1393,24 +1393,31 @@ enum { OPF__EW_BLOCK = 64 }; /* elements per vectorized block: a multiple of eve
     (void)n_##y;
 
 /* The lines a run's rows will store to, asked for ahead of them. Rows
- * shorter than the engine streams (OPF_RUN_STORES_MAX_ROW bytes) are stored
- * in place, through the caches: a store to a line that is not in cache waits
- * for the line to come in from memory, and the hardware's prefetchers, which
- * follow the loads, did not fetch those lines ahead: on one thread of an
- * Intel Xeon (Emerald Rapids), [131072, 64] float32, softmax_grad took
- * 7.2-7.7 ms where a mul of as many bytes in and out took 2.8. Each row of
- * a run asks for each row-wise output's lines up to OPF_RUN_STORES_AHEAD
- * bytes past its own end, every line once (opf__run_stores.asked): there
- * softmax_grad 1.7-1.8 times as fast, layer_norm_grad and rms_norm_grad
- * 1.5-1.6, softmax and layer_norm 1.2-1.3 on one thread, 1.1-1.5 on two;
- * rows of 128 or 192 floats 1.3-1.6. Rows under OPF_RUN_STORES_MIN_ROW
- * bytes ask nothing: their arithmetic, not their stores, is what they wait
- * on (rows of 8 to 32 floats took 0.92-0.98 times as long with the asking).
- * Into L1 (prefetcht0; prefetchw measured no faster): the lines are written
- * within a few rows. Outputs of stride 0 (accumulators) or of a backward
- * stride ask for nothing. A hint: it never faults, the lines that the last
- * rows ask for past the output's end included. */
-enum { OPF_RUN_STORES_MIN_ROW = 256, OPF_RUN_STORES_MAX_ROW = 1024, OPF_RUN_STORES_AHEAD = 2048 };
+ * shorter than OPF__RUN_STORES_MAX_ROW bytes are stored in place, through
+ * the caches (the row engine streams longer ones past them, with
+ * OPF_STORE_ROW: its OPF_ROW_STREAM_MIN_ROW is this constant): a store to a
+ * line that is not in cache waits for the line to come in from memory, and
+ * the hardware's prefetchers, which follow the loads, did not fetch those
+ * lines ahead: on one thread of an Intel Xeon (Emerald Rapids), [131072,
+ * 64] float32, softmax_grad took 7.2-7.7 ms where a mul of as many bytes in
+ * and out took 2.8. Each row of a run asks for each row-wise output's lines
+ * up to OPF__RUN_STORES_AHEAD bytes past its own end, every line once
+ * (opf__run_stores.asked): there softmax_grad 1.7-1.8 times as fast,
+ * layer_norm_grad and rms_norm_grad 1.5-1.6, softmax and layer_norm 1.2-1.3
+ * on one thread, 1.1-1.5 on two; rows of 128 or 192 floats 1.3-1.6. Rows of
+ * 1 KiB to 2 KiB, streamed before, are faster so than streamed: [32768,
+ * 256] float32 softmax, log_softmax and layer_norm 1.8-1.9 times as fast as
+ * streamed on one thread (2.1-2.6 on two), rms_norm 1.6, softmax_grad and
+ * layer_norm_grad 1.2-1.4; float64 rows of 128 1.3-1.7. Rows of 2 KiB and
+ * 3 KiB went either way (0.86-1.21) and stay streamed. Rows under
+ * OPF__RUN_STORES_MIN_ROW bytes ask nothing: their arithmetic, not their
+ * stores, is what they wait on (rows of 8 to 32 floats took 0.92-0.98
+ * times as long with the asking). Into L1 (prefetcht0; prefetchw measured
+ * no faster): the lines are written within a few rows. Outputs of stride 0
+ * (accumulators) or of a backward stride ask for nothing. A hint: it never
+ * faults, the lines that the last rows ask for past the output's end
+ * included. */
+enum { OPF__RUN_STORES_MIN_ROW = 256, OPF__RUN_STORES_MAX_ROW = 2048, OPF__RUN_STORES_AHEAD = 2048 };
 typedef struct opf__run_stores {
     int32_t count;
     int32_t out[OPF_MAX_ARGS];     /* the outputs that ask */
@@ -1421,11 +1428,11 @@ OPF_INLINE void opf__run_stores_plan(opf__run_stores *p, const opf_row_args *a, 
     p->count = 0;
     for (int32_t j = 0; j < num_out; j++) {
         const int64_t bytes = a->out_len[j] * elem;
-        if (a->out[j] != 0 && a->out_stride[j] > 0 && bytes >= OPF_RUN_STORES_MIN_ROW &&
-            bytes < OPF_RUN_STORES_MAX_ROW) {
-            const uintptr_t ahead = (uintptr_t)a->out[j] + OPF_RUN_STORES_AHEAD; /* (may lie past the output) */
+        if (a->out[j] != 0 && a->out_stride[j] > 0 && bytes >= OPF__RUN_STORES_MIN_ROW &&
+            bytes < OPF__RUN_STORES_MAX_ROW) {
+            const uintptr_t ahead = (uintptr_t)a->out[j] + OPF__RUN_STORES_AHEAD; /* (may lie past the output) */
             p->out[p->count] = j;
-            p->row_end[p->count] = bytes + OPF_RUN_STORES_AHEAD;
+            p->row_end[p->count] = bytes + OPF__RUN_STORES_AHEAD;
             p->asked[p->count] = ahead - ahead % 64;
             p->count++;
         }

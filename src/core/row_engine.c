@@ -51,8 +51,11 @@
 enum {
     OPF_ROW_GRAIN_ELEMS = 1 << 15, /* elements per chunk at least */
     OPF_ROW_MAX_BLOCKS = 64,       /* accumulators of an unbatched output, at most */
-    OPF_ROW_STREAM_MIN_ROW = 1024, /* bytes of a row of an output streamed past the caches, at least */
-    OPF_ROW_PROBE_ROWS = 32        /* rows of a chunk timed in each mode to decide whether streaming pays */
+    /* bytes of a row of an output streamed past the caches, at least; shorter
+     * rows are stored in place, their lines asked for ahead (opforge.h,
+     * opf__run_stores) */
+    OPF_ROW_STREAM_MIN_ROW = OPF__RUN_STORES_MAX_ROW,
+    OPF_ROW_PROBE_ROWS = 32 /* rows of a chunk timed in each mode to decide whether streaming pays */
 };
 /* Streaming goes on only where the kernel took less than this many times as
  * long as the streamed stores (measured on AMD Zen 4, one thread: layer_norm,

@@ -1300,7 +1300,7 @@ TEST(test_rows_prefetch_past_the_mapping) {
         munmap(map, data + guard);
     }
     /* A run of rows long enough to ask for the lines their stores will
-     * write (opf__run_stores, up to OPF_RUN_STORES_AHEAD bytes past each
+     * write (opf__run_stores, up to OPF__RUN_STORES_AHEAD bytes past each
      * row), the last one ending at the guard: the asks past it never fault,
      * and every row is stored. */
     for (int f64 = 0; f64 < 2; f64++) {
