@@ -1638,7 +1638,7 @@ OPF_INLINE void opf__row_next(opf_row_args *a, int64_t elem, int32_t num_in, int
  * around each loop: without the pragma, a CUDA build's CPU kernels lost
  * what the loops gained (on rows of 64 floats, softmax took 1.3-1.4 times
  * and layer_norm 1.9 times as long as in a build without CUDA). */
-#if defined(__CUDACC__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__)
+#if defined(__NVCC__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__)
 #define OPF__PAIRWISE_QUIET _Pragma("nv_diagnostic push") _Pragma("nv_diag_suppress 1675")
 #define OPF__PAIRWISE_LOUD _Pragma("nv_diagnostic pop")
 #else

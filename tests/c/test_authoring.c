@@ -1263,19 +1263,38 @@ TEST(test_rows_shape_only_inputs) {
     }
 }
 
+/* `bytes` that end where a guard of pages without access begins, long
+ * enough for every prefetch past them (opf_prefetch_ahead, opf__run_stores);
+ * NULL if the mapping fails. Freed with unmap_before_guard. */
+static size_t guard_bytes(void) { return 2 * (size_t)sysconf(_SC_PAGESIZE) + OPF_PREFETCH_AHEAD; }
+static size_t guard_data_bytes(size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (bytes + page - 1) / page * page;
+}
+static void *map_before_guard(size_t bytes) {
+    const size_t data = guard_data_bytes(bytes);
+    char *map = mmap(NULL, data + guard_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!CHECK(map != MAP_FAILED, "mmap failed")) {
+        return NULL;
+    }
+    CHECK(mprotect(map + data, guard_bytes(), PROT_NONE) == 0, "mprotect failed");
+    return map + data - bytes;
+}
+static void unmap_before_guard(void *p, size_t bytes) {
+    const size_t data = guard_data_bytes(bytes);
+    munmap((char *)p + bytes - data, data + guard_bytes());
+}
+
 TEST(test_rows_prefetch_past_the_mapping) {
     const opf_op_def *op = user_op("exp_row_sum");
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), guard = 2 * page + OPF_PREFETCH_AHEAD;
     for (int f64 = 0; f64 < 2; f64++) {
         const size_t elem = f64 ? 8 : 4;
         const int64_t R = 5, M = 1000;
-        const size_t bytes = (size_t)(R * M) * elem, data = (bytes + page - 1) / page * page;
-        char *map = mmap(NULL, data + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (!CHECK(map != MAP_FAILED, "mmap failed")) {
+        const size_t bytes = (size_t)(R * M) * elem;
+        void *x = map_before_guard(bytes); /* the last row ends at the guard */
+        if (x == NULL) {
             return;
         }
-        CHECK(mprotect(map + data, guard, PROT_NONE) == 0, "mprotect failed");
-        void *x = map + data - bytes; /* the last row ends at the guard */
         rng r = rng_seed(23);
         if (f64) {
             fill_uniform_f64(&r, x, (size_t)(R * M), -4, 4);
@@ -1297,7 +1316,7 @@ TEST(test_rows_prefetch_past_the_mapping) {
             CHECK(fabs(got - want) <= (f64 ? 1e-12 : 1e-5) * want, "%s row %lld: %.17g want %.17g", f64 ? "f64" : "f32",
                   (long long)i, got, want);
         }
-        munmap(map, data + guard);
+        unmap_before_guard(x, bytes);
     }
     /* A run of rows long enough to ask for the lines their stores will
      * write (opf__run_stores, up to OPF__RUN_STORES_AHEAD bytes past each
@@ -1306,13 +1325,12 @@ TEST(test_rows_prefetch_past_the_mapping) {
     for (int f64 = 0; f64 < 2; f64++) {
         const size_t elem = f64 ? 8 : 4;
         const int64_t R = 40, M = f64 ? 40 : 70; /* rows of 320 and 280 bytes, run on one thread */
-        const size_t bytes = (size_t)(R * M) * elem, data = (bytes + page - 1) / page * page;
-        char *map = mmap(NULL, data + guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (!CHECK(map != MAP_FAILED, "mmap failed")) {
+        const size_t bytes = (size_t)(R * M) * elem;
+        void *y = map_before_guard(bytes), *x = malloc(bytes);
+        if (y == NULL) {
+            free(x);
             return;
         }
-        CHECK(mprotect(map + data, guard, PROT_NONE) == 0, "mprotect failed");
-        void *y = map + data - bytes, *x = malloc(bytes);
         rng r = rng_seed(29);
         if (f64) {
             fill_uniform_f64(&r, x, (size_t)(R * M), -0.05, 1);
@@ -1340,7 +1358,7 @@ TEST(test_rows_prefetch_past_the_mapping) {
         }
         CHECK(bad == 0, "until_negative %s rows ending at a guard: %d elements wrong", f64 ? "f64" : "f32", bad);
         free(x);
-        munmap(map, data + guard);
+        unmap_before_guard(y, bytes);
     }
 }
 
