@@ -47,7 +47,7 @@ ASAN_CORE_SRC := $(wildcard src/core/*.c) $(wildcard src/ops/*.c)
 KERNEL_FLAGS_scalar := -O2 -fno-tree-vectorize
 KERNEL_FLAGS_portable := -O3
 KERNEL_FLAGS_avx2 := -O3 -mavx2 -mfma
-KERNEL_FLAGS_avx512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma
+KERNEL_FLAGS_avx512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma
 # Files of built-in ops written with the authoring layer's row kernels (a
 # line starting with OPF_ROW_KERNEL() get the flags `opforge build` gives a
 # user's file of ops (GCC vectorizes the loops of a row kernel's body at -O3

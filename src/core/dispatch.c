@@ -39,8 +39,9 @@ int opf_cpu_supports(opf_isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
     case OPF_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case OPF_ISA_AVX512:
+        /* (the features that kernel bodies' AVX-512 builds target: OPF__TARGET_AVX512) */
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl");
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 #else
     case OPF_ISA_AVX2:
     case OPF_ISA_AVX512: return 0;
