@@ -7,7 +7,10 @@
  * operations; a body may take other loops on each, as layer_norm's
  * statistics do, but in the same order of additions), and so must every
  * build of layer_norm and rms_norm, whose arithmetic has nothing to fuse.
+ * Then the column sums of the broadcasting gradients (sum_to over the rows:
+ * each column's adds in one order at every level, whatever its vectors).
  */
+#include <math.h>
 #include <opforge.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +39,45 @@ static void isa_bits_put(void *p, opf_dtype dtype, int64_t i, double v) {
     } else {
         ((float *)p)[i] = (float)v;
     }
+}
+
+/* sum_to(x[rows, n], like[n]) for each n of lens, float32 and float64. */
+static int isa_bits_column_sums(const int64_t *lens, size_t count, int64_t rows, uint32_t *state) {
+    const opf_op_def *op = opf_op_find(opf_builtin_ops(), "sum_to");
+    if (op == NULL) {
+        fprintf(stderr, "isa_bits: no op sum_to\n");
+        return 1;
+    }
+    for (int f64 = 0; f64 < 2; f64++) {
+        for (size_t l = 0; l < count; l++) {
+            const opf_dtype dtype = f64 ? OPF_F64 : OPF_F32;
+            const int64_t n = lens[l];
+            const size_t elem = f64 ? 8 : 4;
+            void *x = malloc((size_t)(rows * n) * elem), *y = malloc((size_t)n * elem), *like = calloc((size_t)n, elem);
+            if (!x || !y || !like) {
+                fprintf(stderr, "isa_bits: out of memory\n");
+                return 1;
+            }
+            for (int64_t i = 0; i < rows * n; i++) { /* (scaled by 2^-40 .. 2^40: doubles' sums of them round) */
+                const double v = isa_bits_value(state, i, n);
+                isa_bits_put(x, dtype, i, ldexp(v, (int)(*state >> 8) % 81 - 40));
+            }
+            int64_t shape[2] = {rows, n}, vec[1] = {n};
+            opf_tensor tx = opf_tensor_make(x, dtype, 2, shape), ty = opf_tensor_make(y, dtype, 1, vec);
+            opf_tensor tl = opf_tensor_make(like, dtype, 1, vec);
+            const opf_tensor *ins[2] = {&tx, &tl}, *outs[1] = {&ty};
+            opf_attr_value attrs[OPF_MAX_ATTRS];
+            opf_op_default_attrs(op, attrs);
+            if (opf_op_run(op, ins, outs, attrs) != OPF_OK) {
+                fprintf(stderr, "isa_bits: sum_to: %s\n", opf_last_error());
+                return 1;
+            }
+            printf("sum_to %s %lldx%lld: %016llx\n", f64 ? "float64" : "float32", (long long)rows, (long long)n,
+                   (unsigned long long)isa_bits_hash(y, (size_t)n * elem));
+            free(x), free(y), free(like);
+        }
+    }
+    return 0;
 }
 
 int main(void) {
@@ -95,5 +137,5 @@ int main(void) {
             }
         }
     }
-    return 0;
+    return isa_bits_column_sums(lens, sizeof lens / sizeof lens[0], rows, &state);
 }
