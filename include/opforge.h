@@ -667,8 +667,8 @@ OPF_API opf_status opf_dense_grad(const opf_tensor *dy, const opf_tensor *x, con
 typedef enum opf_isa {
     OPF_ISA_SCALAR = 0,   /* plain C reference kernels */
     OPF_ISA_PORTABLE = 1, /* unrolled C the compiler vectorizes for the base ISA */
-    OPF_ISA_AVX2 = 2,
-    OPF_ISA_AVX512 = 3,
+    OPF_ISA_AVX2 = 2,     /* AVX2 and FMA */
+    OPF_ISA_AVX512 = 3,   /* AVX-512 F, VL, BW and DQ (with AVX2 and FMA) */
     OPF_ISA_NEON = 4
 } opf_isa;
 
