@@ -61,7 +61,7 @@ def supported_levels() -> list[str]:
     """opforge's ISA levels this CPU runs, lowest first.
 
     Mirrors opf_cpu_supports in src/core/dispatch.c (which the public API does
-    not expose): avx2 needs AVX2 and FMA, avx512 needs AVX-512 F, BW and VL,
+    not expose): avx2 needs AVX2 and FMA, avx512 needs AVX-512 F, BW, VL and DQ,
     neon is AArch64. Asks the CPU through opforge._probe, else /proc/cpuinfo.
     The benchmark checks each level it runs: a worker reports the level that
     opforge actually used.
@@ -72,7 +72,7 @@ def supported_levels() -> list[str]:
         flags = _cpuinfo_flags()
         if _has("avx2", flags) and _has("fma", flags):
             levels.append("avx2")
-        if all(_has(f, flags) for f in ("avx512f", "avx512bw", "avx512vl")):
+        if all(_has(f, flags) for f in ("avx512f", "avx512bw", "avx512vl", "avx512dq")):
             levels.append("avx512")
     elif machine in ("aarch64", "arm64"):
         levels.append("neon")

@@ -47,7 +47,7 @@ static double opfp_now(void) {
 }
 
 int opfp_cpu_has(const char *feature) {
-    static const char *const known[] = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl"};
+    static const char *const known[] = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"};
     int index = -1;
     for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++) {
         if (strcmp(feature, known[i]) == 0) {
@@ -64,7 +64,8 @@ int opfp_cpu_has(const char *feature) {
     case 1: return __builtin_cpu_supports("fma") != 0;
     case 2: return __builtin_cpu_supports("avx512f") != 0;
     case 3: return __builtin_cpu_supports("avx512bw") != 0;
-    default: return __builtin_cpu_supports("avx512vl") != 0;
+    case 4: return __builtin_cpu_supports("avx512vl") != 0;
+    default: return __builtin_cpu_supports("avx512dq") != 0;
     }
 #else
     return 0;

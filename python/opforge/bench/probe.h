@@ -33,7 +33,7 @@ enum { OPFP_ISA_AVX2 = 2, OPFP_ISA_AVX512 = 3 };
 enum { OPFP_COPY_PLAIN = 0, OPFP_COPY_NONTEMPORAL = 1, OPFP_COPY_MEMCPY = 2 };
 
 /* 1 if the CPU has the feature, 0 if not, -1 for a name this probe does not
- * know. Names: "avx2", "fma", "avx512f", "avx512bw", "avx512vl". Always 0 off
+ * know. Names: "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq". Always 0 off
  * x86. */
 int opfp_cpu_has(const char *feature);
 
