@@ -794,7 +794,7 @@ typedef struct opf_p8d {
 /* The AVX-512 float32 build's columns, 16 at a time (a line of each row):
  * the same adds for each column as the groups of 8 below (the same bits),
  * in half the instructions: one load and two conversions of 8 a row. */
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #define OPF_EW_COLUMNS16_F32()                                                                                         \
     for (; i + 16 <= n; i += 16) {                                                                                     \
         __m512d a0 = _mm512_loadu_pd(acc + i), a1 = _mm512_loadu_pd(acc + i + 8);                                      \
@@ -927,13 +927,13 @@ typedef struct opf_p8d {
     }
 OPF_EW_ACC_FN(opf_ew_acc_f32, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, , OPF_EW_COLUMNS8_ONLY)
 OPF_EW_ACC_FN(opf_ew_acc_f64, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, , OPF_EW_COLUMNS8_ONLY)
-OPF__X86(OPF_EW_ACC_FN(opf_ew_acc_f32_avx2, float, OPF_LOAD8_F32_X86, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX2,
-                       OPF_EW_COLUMNS8_ONLY) OPF_EW_ACC_FN(opf_ew_acc_f64_avx2, double, OPF_LOAD8_F64,
-                                                           OPF_EW_ROWSUM_F64, OPF__TARGET_AVX2, OPF_EW_COLUMNS8_ONLY)
-             OPF_EW_ACC_FN(opf_ew_acc_f32_avx512, float, OPF_LOAD8_F32_X86, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX512,
-                           OPF_EW_COLUMNS16_F32)
-                 OPF_EW_ACC_FN(opf_ew_acc_f64_avx512, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX512,
-                               OPF_EW_COLUMNS8_ONLY))
+#if defined(__x86_64__) && defined(__GNUC__) /* (OPF__X86) */
+OPF_EW_ACC_FN(opf_ew_acc_f32_avx2, float, OPF_LOAD8_F32_X86, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX2, OPF_EW_COLUMNS8_ONLY)
+OPF_EW_ACC_FN(opf_ew_acc_f64_avx2, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX2, OPF_EW_COLUMNS8_ONLY)
+OPF_EW_ACC_FN(opf_ew_acc_f32_avx512, float, OPF_LOAD8_F32_X86, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX512,
+              OPF_EW_COLUMNS16_F32)
+OPF_EW_ACC_FN(opf_ew_acc_f64_avx512, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX512, OPF_EW_COLUMNS8_ONLY)
+#endif
 
 static opf_ew_acc_fn opf_ew_acc_variant(size_t elem) {
     static const opf_ew_acc_fn f32[OPF_NUM_VARIANTS] =
