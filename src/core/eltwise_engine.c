@@ -795,31 +795,28 @@ typedef struct opf_p8d {
  * the same adds for each column as the groups of 8 below (the same bits),
  * in half the instructions: one load and two conversions of 8 a row. */
 #if defined(__x86_64__) && defined(__GNUC__)
+/* lo += 8 floats at p as doubles, hi += the next 8; the line `ahead` bytes on asked for (0: none) */
+#define OPF_EW_ADD16_F32(lo, hi, p, ahead)                                                                             \
+    do {                                                                                                               \
+        if ((ahead) != 0) {                                                                                            \
+            __builtin_prefetch((const void *)((uintptr_t)(p) + (ahead)), 0, 2);                                        \
+        }                                                                                                              \
+        const __m512 opf__v = _mm512_loadu_ps(p);                                                                      \
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(opf__v)));                                       \
+        hi =                                                                                                           \
+            _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(opf__v), 1)))); \
+    } while (0)
 #define OPF_EW_COLUMNS16_F32()                                                                                         \
     for (; i + 16 <= n; i += 16) {                                                                                     \
         __m512d a0 = _mm512_loadu_pd(acc + i), a1 = _mm512_loadu_pd(acc + i + 8);                                      \
         __m512d b0 = _mm512_setzero_pd(), b1 = _mm512_setzero_pd();                                                    \
         int64_t r = 0;                                                                                                 \
         for (; r + 2 <= rows; r += 2) {                                                                                \
-            const float *opf__p = (const float *)x + r * x_row + i, *opf__q = opf__p + x_row;                          \
-            if (opf__ahead != 0) {                                                                                     \
-                __builtin_prefetch((const void *)((uintptr_t)opf__p + opf__ahead), 0, 2);                              \
-                __builtin_prefetch((const void *)((uintptr_t)opf__q + opf__ahead), 0, 2);                              \
-            }                                                                                                          \
-            const __m512 u = _mm512_loadu_ps(opf__p), v = _mm512_loadu_ps(opf__q);                                     \
-            a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(u)));                                        \
-            a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)))); \
-            b0 = _mm512_add_pd(b0, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));                                        \
-            b1 = _mm512_add_pd(b1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))); \
+            OPF_EW_ADD16_F32(a0, a1, (const float *)x + r * x_row + i, opf__ahead);                                    \
+            OPF_EW_ADD16_F32(b0, b1, (const float *)x + (r + 1) * x_row + i, opf__ahead);                              \
         }                                                                                                              \
         if (r < rows) {                                                                                                \
-            const float *opf__p = (const float *)x + r * x_row + i;                                                    \
-            if (opf__ahead != 0) {                                                                                     \
-                __builtin_prefetch((const void *)((uintptr_t)opf__p + opf__ahead), 0, 2);                              \
-            }                                                                                                          \
-            const __m512 u = _mm512_loadu_ps(opf__p);                                                                  \
-            a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(u)));                                        \
-            a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)))); \
+            OPF_EW_ADD16_F32(a0, a1, (const float *)x + r * x_row + i, opf__ahead);                                    \
         }                                                                                                              \
         _mm512_storeu_pd(acc + i, _mm512_add_pd(a0, b0));                                                              \
         _mm512_storeu_pd(acc + i + 8, _mm512_add_pd(a1, b1));                                                          \

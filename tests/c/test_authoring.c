@@ -1263,14 +1263,15 @@ TEST(test_rows_shape_only_inputs) {
     }
 }
 
-/* `bytes` that end where a guard of pages without access begins, long
- * enough for every prefetch past them (opf_prefetch_ahead, opf__run_stores);
- * NULL if the mapping fails. Freed with unmap_before_guard. */
+/* The guard's length: enough for every prefetch past the data
+ * (opf_prefetch_ahead, opf__run_stores). */
 static size_t guard_bytes(void) { return 2 * (size_t)sysconf(_SC_PAGESIZE) + OPF_PREFETCH_AHEAD; }
 static size_t guard_data_bytes(size_t bytes) {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     return (bytes + page - 1) / page * page;
 }
+/* `bytes` that end where a guard of pages without access begins; NULL if
+ * the mapping fails. Freed with unmap_before_guard. */
 static void *map_before_guard(size_t bytes) {
     const size_t data = guard_data_bytes(bytes);
     char *map = mmap(NULL, data + guard_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
