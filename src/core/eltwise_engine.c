@@ -666,7 +666,7 @@ typedef struct opf_ew_pf {
     uintptr_t at[OPF_MAX_ARGS];
 } opf_ew_pf;
 typedef void (*opf_ew_acc_fn)(int64_t rows, int64_t n, const void *x, int64_t x_row, double *acc, int64_t acc_row,
-                              int64_t acc_col, const opf_ew_pf *pf);
+                              int64_t acc_col, const opf_ew_pf *pf, int far);
 
 typedef double opf_v8d __attribute__((vector_size(64)));
 typedef double opf_v4d __attribute__((vector_size(32)));
@@ -772,35 +772,37 @@ typedef struct opf_p8d {
     } while (0)
 
 /* Every row of the tile into the same n accumulators (a sum over the rows'
- * dim), the rows as the inner loop so that partial sums stay in registers;
- * rows of fewer than 8 elements go through the flat tile in vectors of 8,
- * period lcm(n, 8) / 8 of them. float32 rows read in place (x_row > n: an
- * input summed down its columns) ask for each row's memory
- * OPF_EW_PREFETCH bytes ahead of where they read it: the hardware
- * prefetchers keep too little in flight over a tile's eight rows of 512
- * bytes. The lines go to L2, not L1 (locality 2: prefetcht1): [8192, 4096]
- * float32 summed over its rows on a Zen 4 (AVX-512), A/B of two builds in one
- * process, took 1.50 times less time on one thread and 1.41 on two than
- * with L1 as the target (prefetcht0, which took more time than no prefetch
- * at all on that VM; on a Zen 5 VM, prefetcht0 had taken 1.35 times
- * less time than no prefetch).
- * float64 (rows of 1 KiB a tile) gains nothing measurable, so not there.
- * A tile narrower than 2 * OPF_EW_PREFETCH bytes (a chunk's segment of each
- * row, where the sum is cut along the columns) asks instead for the same
- * columns of the next tile's rows, `rows` rows further down: 2 KiB ahead is
- * the next chunk's memory there. [1024, 32768] float32 in chunks of 512
- * columns: 1.12-1.16 times less time on one Zen 3 thread, 1.21 on two. */
+ * dim): each column's accumulator adds the tile's rows in order, whatever
+ * the path below, so that the sums do not depend on which one a chunk's
+ * width chooses (nor so on the number of threads, which sets the chunks).
+ * Rows read in place from memory (`far`: an input larger than the caches)
+ * go in pieces of OPF_EW_PIECE bytes of each row: a piece of every row of
+ * the tile in turn, its accumulators in L1, each line of a piece asking for
+ * the line as far into the next piece (the next row's, or the next
+ * columns' in the first row, or the next tile's) into L1. Memory so sees
+ * one stream, a piece at a time, asked for a piece ahead: [8192, 4096]
+ * float32 summed over its rows on one thread of an Intel Xeon (Emerald
+ * Rapids), 16 bytes past a line as NumPy's arrays are, a C loop of each
+ * form timed in one process beside a read of the same bytes: pieces of
+ * 8 KiB 94-97% of that read, the tiles' eight rows walked side by side
+ * (what this replaced) 88-89% with no prefetch and 82-86% with each row's
+ * memory asked 2 KiB ahead into L2, NumPy's order (a row at a time into
+ * float32 sums) 92-95%; pieces of 2 KiB 83-84%, of 16 KiB (a whole row)
+ * 59-62% asked into L1 and 91-93% into L2. Tiles in cache (a kernel's
+ * output, or an input that fits) keep a group of columns in registers down
+ * the tile's rows; rows of fewer than 8 elements go through the flat tile in
+ * vectors of 8, period lcm(n, 8) / 8 of them. */
+#define OPF_EW_PIECE 8192
+/* How far ahead a kernel's tile asks for the inputs it reads in place
+ * (opf_ew_reduce_tile). */
 #define OPF_EW_PREFETCH 2048
 /* The AVX-512 float32 build's columns, 16 at a time (a line of each row):
  * the same adds for each column as the groups of 8 below (the same bits),
  * in half the instructions: one load and two conversions of 8 a row. */
 #if defined(__x86_64__) && defined(__GNUC__)
-/* lo += 8 floats at p as doubles, hi += the next 8; the line `ahead` bytes on asked for (0: none) */
-#define OPF_EW_ADD16_F32(lo, hi, p, ahead)                                                                             \
+/* lo += 8 floats at p as doubles, hi += the next 8 */
+#define OPF_EW_ADD16_F32(lo, hi, p)                                                                                    \
     do {                                                                                                               \
-        if ((ahead) != 0) {                                                                                            \
-            __builtin_prefetch((const void *)((uintptr_t)(p) + (ahead)), 0, 2);                                        \
-        }                                                                                                              \
         const __m512 opf__v = _mm512_loadu_ps(p);                                                                      \
         lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(opf__v)));                                       \
         hi =                                                                                                           \
@@ -809,61 +811,67 @@ typedef struct opf_p8d {
 #define OPF_EW_COLUMNS16_F32()                                                                                         \
     for (; i + 16 <= n; i += 16) {                                                                                     \
         __m512d a0 = _mm512_loadu_pd(acc + i), a1 = _mm512_loadu_pd(acc + i + 8);                                      \
-        __m512d b0 = _mm512_setzero_pd(), b1 = _mm512_setzero_pd();                                                    \
-        int64_t r = 0;                                                                                                 \
-        for (; r + 2 <= rows; r += 2) {                                                                                \
-            OPF_EW_ADD16_F32(a0, a1, (const float *)x + r * x_row + i, opf__ahead);                                    \
-            OPF_EW_ADD16_F32(b0, b1, (const float *)x + (r + 1) * x_row + i, opf__ahead);                              \
+        for (int64_t r = 0; r < rows; r++) {                                                                           \
+            OPF_EW_ADD16_F32(a0, a1, (const float *)x + r * x_row + i);                                                \
         }                                                                                                              \
-        if (r < rows) {                                                                                                \
-            OPF_EW_ADD16_F32(a0, a1, (const float *)x + r * x_row + i, opf__ahead);                                    \
-        }                                                                                                              \
-        _mm512_storeu_pd(acc + i, _mm512_add_pd(a0, b0));                                                              \
-        _mm512_storeu_pd(acc + i + 8, _mm512_add_pd(a1, b1));                                                          \
+        _mm512_storeu_pd(acc + i, a0);                                                                                 \
+        _mm512_storeu_pd(acc + i + 8, a1);                                                                             \
+    }
+/* (in a piece: a[j ..] += xr[j ..], a line of next asked for per 16 floats) */
+#define OPF_EW_PIECE16_F32()                                                                                           \
+    for (; j + 16 <= len; j += 16) {                                                                                   \
+        __builtin_prefetch((const void *)(next + 4 * j), 0, 2);                                                        \
+        __m512d a0 = _mm512_loadu_pd(a + j), a1 = _mm512_loadu_pd(a + j + 8);                                          \
+        OPF_EW_ADD16_F32(a0, a1, (const float *)xr + j);                                                               \
+        _mm512_storeu_pd(a + j, a0);                                                                                   \
+        _mm512_storeu_pd(a + j + 8, a1);                                                                               \
     }
 #endif
 #define OPF_EW_COLUMNS8_ONLY() /* (the other builds: groups of 8 only) */
-#define OPF_EW_ACC_COLUMNS(T, load8, columns16)                                                                        \
+#define OPF_EW_ACC_COLUMNS(T, load8, columns16, piece16)                                                               \
     do {                                                                                                               \
-        opf_p8d v0, v1, w;                                                                                             \
+        opf_p8d v, w;                                                                                                  \
         int64_t i = 0;                                                                                                 \
+        if (n >= 8 && far) {                                                                                           \
+            const int64_t piece = OPF_EW_PIECE / (int64_t)sizeof(T);                                                   \
+            for (int64_t c = 0; c < n; c += piece) {                                                                   \
+                const int64_t len = n - c < piece ? n - c : piece;                                                     \
+                double *const a = acc + c;                                                                             \
+                for (int64_t r = 0; r < rows; r++) {                                                                   \
+                    const T *const xr = x + r * x_row + c;                                                             \
+                    const char *const next = (const char *)(r + 1 < rows  ? xr + x_row                                 \
+                                                            : c + len < n ? x + c + len                                \
+                                                                          : x + rows * x_row);                         \
+                    int64_t j = 0;                                                                                     \
+                    piece16() for (; j + 8 <= len; j += 8) {                                                           \
+                        if ((j * (int64_t)sizeof(T)) % 64 == 0) {                                                      \
+                            __builtin_prefetch((const void *)(next + j * (int64_t)sizeof(T)), 0, 2);                   \
+                        }                                                                                              \
+                        OPF_LOAD8_F64(v, a + j);                                                                       \
+                        load8(w, xr + j);                                                                              \
+                        OPF_ADD8(v, w);                                                                                \
+                        OPF_STORE8(a + j, v);                                                                          \
+                    }                                                                                                  \
+                    for (; j < len; j++) {                                                                             \
+                        a[j] += (double)xr[j];                                                                         \
+                    }                                                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+            return;                                                                                                    \
+        }                                                                                                              \
         if (n >= 8) {                                                                                                  \
-            const int opf__wide = n * (int64_t)sizeof(T) >= 2 * OPF_EW_PREFETCH;                                       \
-            const uintptr_t opf__next_rows = (uintptr_t)(rows * x_row) * sizeof(T);                                    \
-            const uintptr_t opf__ahead = x_row <= n || sizeof(T) != 4 ? 0                                              \
-                                         : opf__wide                  ? (uintptr_t)OPF_EW_PREFETCH                     \
-                                                                      : opf__next_rows;                                                 \
             columns16() for (; i + 8 <= n; i += 8) {                                                                   \
-                OPF_LOAD8_F64(v0, acc + i);                                                                            \
-                v1 = (opf_p8d){{0}, {0}};                                                                              \
-                const int opf__line = opf__ahead != 0 && (i * (int64_t)sizeof(T)) % 64 == 0;                           \
-                int64_t r = 0;                                                                                         \
-                for (; r + 2 <= rows; r += 2) {                                                                        \
-                    if (opf__line) {                                                                                   \
-                        __builtin_prefetch((const void *)((uintptr_t)(x + r * x_row + i) + opf__ahead), 0, 2);         \
-                        __builtin_prefetch((const void *)((uintptr_t)(x + (r + 1) * x_row + i) + opf__ahead), 0, 2);   \
-                    }                                                                                                  \
+                OPF_LOAD8_F64(v, acc + i);                                                                             \
+                for (int64_t r = 0; r < rows; r++) {                                                                   \
                     load8(w, x + r * x_row + i);                                                                       \
-                    OPF_ADD8(v0, w);                                                                                   \
-                    load8(w, x + (r + 1) * x_row + i);                                                                 \
-                    OPF_ADD8(v1, w);                                                                                   \
+                    OPF_ADD8(v, w);                                                                                    \
                 }                                                                                                      \
-                if (r < rows) {                                                                                        \
-                    if (opf__line) {                                                                                   \
-                        __builtin_prefetch((const void *)((uintptr_t)(x + r * x_row + i) + opf__ahead), 0, 2);         \
-                    }                                                                                                  \
-                    load8(w, x + r * x_row + i);                                                                       \
-                    OPF_ADD8(v0, w);                                                                                   \
-                }                                                                                                      \
-                OPF_ADD8(v0, v1);                                                                                      \
-                OPF_STORE8(acc + i, v0);                                                                               \
+                OPF_STORE8(acc + i, v);                                                                                \
             }                                                                                                          \
             for (; i < n; i++) {                                                                                       \
-                double sum = 0;                                                                                        \
                 for (int64_t r = 0; r < rows; r++) {                                                                   \
-                    sum += (double)x[r * x_row + i];                                                                   \
+                    acc[i] += (double)x[r * x_row + i];                                                                \
                 }                                                                                                      \
-                acc[i] += sum;                                                                                         \
             }                                                                                                          \
             return;                                                                                                    \
         }                                                                                                              \
@@ -885,12 +893,12 @@ typedef struct opf_p8d {
         }                                                                                                              \
     } while (0)
 
-#define OPF_EW_ACC_FN(name, T, load8, rowsum, target, columns16)                                                       \
+#define OPF_EW_ACC_FN(name, T, load8, rowsum, target, columns16, piece16)                                              \
     target static void name(int64_t rows, int64_t n, const void *xv, int64_t x_row, double *acc, int64_t acc_row,      \
-                            int64_t acc_col, const opf_ew_pf *pf) {                                                    \
+                            int64_t acc_col, const opf_ew_pf *pf, int far) {                                           \
         const T *x = (const T *)xv;                                                                                    \
         if (rows > 1 && acc_row == 0 && acc_col == 1) {                                                                \
-            OPF_EW_ACC_COLUMNS(T, load8, columns16);                                                                   \
+            OPF_EW_ACC_COLUMNS(T, load8, columns16, piece16);                                                          \
             return;                                                                                                    \
         }                                                                                                              \
         for (int64_t r = 0; r < rows; r++, x += x_row) {                                                               \
@@ -922,14 +930,17 @@ typedef struct opf_p8d {
             }                                                                                                          \
         }                                                                                                              \
     }
-OPF_EW_ACC_FN(opf_ew_acc_f32, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, , OPF_EW_COLUMNS8_ONLY)
-OPF_EW_ACC_FN(opf_ew_acc_f64, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, , OPF_EW_COLUMNS8_ONLY)
+OPF_EW_ACC_FN(opf_ew_acc_f32, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, , OPF_EW_COLUMNS8_ONLY, OPF_EW_COLUMNS8_ONLY)
+OPF_EW_ACC_FN(opf_ew_acc_f64, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, , OPF_EW_COLUMNS8_ONLY, OPF_EW_COLUMNS8_ONLY)
 #if defined(__x86_64__) && defined(__GNUC__) /* (OPF__X86) */
-OPF_EW_ACC_FN(opf_ew_acc_f32_avx2, float, OPF_LOAD8_F32_X86, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX2, OPF_EW_COLUMNS8_ONLY)
-OPF_EW_ACC_FN(opf_ew_acc_f64_avx2, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX2, OPF_EW_COLUMNS8_ONLY)
+OPF_EW_ACC_FN(opf_ew_acc_f32_avx2, float, OPF_LOAD8_F32_X86, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX2, OPF_EW_COLUMNS8_ONLY,
+              OPF_EW_COLUMNS8_ONLY)
+OPF_EW_ACC_FN(opf_ew_acc_f64_avx2, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX2, OPF_EW_COLUMNS8_ONLY,
+              OPF_EW_COLUMNS8_ONLY)
 OPF_EW_ACC_FN(opf_ew_acc_f32_avx512, float, OPF_LOAD8_F32_X86, OPF_EW_ROWSUM_F32, OPF__TARGET_AVX512,
-              OPF_EW_COLUMNS16_F32)
-OPF_EW_ACC_FN(opf_ew_acc_f64_avx512, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX512, OPF_EW_COLUMNS8_ONLY)
+              OPF_EW_COLUMNS16_F32, OPF_EW_PIECE16_F32)
+OPF_EW_ACC_FN(opf_ew_acc_f64_avx512, double, OPF_LOAD8_F64, OPF_EW_ROWSUM_F64, OPF__TARGET_AVX512, OPF_EW_COLUMNS8_ONLY,
+              OPF_EW_COLUMNS8_ONLY)
 #endif
 
 static opf_ew_acc_fn opf_ew_acc_variant(size_t elem) {
@@ -1050,7 +1061,7 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
     if (r->sums_input) { /* y = x (OPF_OP_PASS_THROUGH): the input itself is summed, with no kernel call */
         const int64_t x_row = ptr[0] == buf[0] || rows == 1 ? n : job->strides[0][last - 1];
         r->acc_fn(rows, n, ptr[0], x_row, acc[0], rows > 1 ? r->acc_stride[0][last - 1] : 0, r->acc_stride[0][last],
-                  NULL);
+                  NULL, r->prefetch && ptr[0] != buf[0]);
         return;
     }
     /* Inputs the kernel reads in place: asked for ahead of the kernel, into
@@ -1103,7 +1114,7 @@ static void opf_ew_reduce_tile(const opf_ew_reduce *r, opf_ew_tile_bufs *b, int6
         const int32_t k = job->num_in + j;
         if (r->summed[j]) {
             r->acc_fn(rows, n, buf[k], n, acc[j], rows > 1 ? r->acc_stride[j][last - 1] : 0, r->acc_stride[j][last],
-                      j == spread_to ? &pf : NULL);
+                      j == spread_to ? &pf : NULL, 0);
         } else if (ptr[k] == buf[k]) {
             const int64_t col = job->strides[k][last], row = rows > 1 ? job->strides[k][last - 1] : n;
             for (int64_t i = 0; i < rows; i++) {
@@ -1332,7 +1343,9 @@ static opf_status opf_ew_reduce_run(opf_ew_job *job, const opf_tensor *const *op
      * other, instead of 512 bytes at a time with a switch between tiles
      * (the same sums in the same order). On one Zen 3 thread, 1.23 times
      * less time than tiles of 128 columns, where NumPy had taken 0.91 of
-     * opforge's time (docs/performance-history.md). */
+     * opforge's time (docs/performance-history.md). An input larger than
+     * the caches goes through such a tile in pieces of each row instead
+     * (OPF_EW_ACC_COLUMNS), one stream at a time. */
     int sums_rows = 0;
     for (int32_t j = 0; rank > 1 && j < job->num_out; j++) {
         sums_rows |= r.summed[j] && job->strides[job->num_in + j][rank - 2] == 0 && job->shape[rank - 2] > 1;

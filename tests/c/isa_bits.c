@@ -137,5 +137,9 @@ int main(void) {
             }
         }
     }
-    return isa_bits_column_sums(lens, sizeof lens / sizeof lens[0], rows, &state);
+    /* and an input of more than 16 MiB, summed in pieces of each row (a short
+     * last piece, a short last tile of rows) */
+    static const int64_t far_len[] = {4100};
+    return isa_bits_column_sums(lens, sizeof lens / sizeof lens[0], rows, &state) ||
+           isa_bits_column_sums(far_len, 1, 1029, &state);
 }

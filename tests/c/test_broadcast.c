@@ -516,14 +516,26 @@ TEST(test_large_reductions) {
     reduce_once("mul_grad", OPF_F32, 3, big_wide, TV_CONTIG, &r);
     /* Columns cut into chunks by the thread count: at one thread, 4 chunks
      * of 2048 columns ([128, 8192]; OPF_EW_SUM_SEGMENT); at 16, 16 chunks of
-     * 512, narrower than the tiles' prefetch distance, which then reach the
-     * next tile's rows. float64 too. */
+     * 512. float64 too. */
     const shape wide[2] = {{2, {128, 8192}}, {1, {8192}}};
     const int threads = opf_get_num_threads();
     for (int t = 1; t <= 16; t += 15) {
         opf_set_num_threads(t);
         reduce_once("sum_to", OPF_F32, 2, wide, TV_CONTIG, &r);
         reduce_once("sum_to", OPF_F64, 2, wide, TV_CONTIG, &r);
+    }
+    /* Inputs of more than 16 MiB summed down their columns in place: pieces
+     * of 8 KiB of each row (2048 floats, 1024 doubles), a short last piece
+     * (4100 columns) and a short last tile of rows (1029 = 128 * 8 + 5);
+     * then the columns cut into chunks by the thread count ([160, 32768]:
+     * chunks of 4096 columns at one thread, of 512 at 16, each a piece). */
+    const shape far_rows[2] = {{2, {1029, 4100}}, {1, {4100}}}, far_rows64[2] = {{2, {520, 4100}}, {1, {4100}}};
+    reduce_once("sum_to", OPF_F32, 2, far_rows, TV_CONTIG, &r);
+    reduce_once("sum_to", OPF_F64, 2, far_rows64, TV_CONTIG, &r);
+    const shape far_wide[2] = {{2, {160, 32768}}, {1, {32768}}};
+    for (int t = 1; t <= 16; t += 15) {
+        opf_set_num_threads(t);
+        reduce_once("sum_to", OPF_F32, 2, far_wide, TV_CONTIG, &r);
     }
     opf_set_num_threads(threads);
 }
@@ -614,6 +626,8 @@ TEST(test_thread_count_independent) {
         {{1, {1000003}}, {0, {0}}},
         {{2, {300, 2000}}, {2, {300, 1}}},
         {{2, {64, 16384}}, {2, {1, 16384}}},
+        {{2, {1029, 4100}}, {1, {4100}}},   /* more than 16 MiB: in pieces (see test_large_reductions) */
+        {{2, {160, 32768}}, {1, {32768}}}, /* the same, the columns cut by the thread count */
     };
     const int before = opf_get_num_threads();
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
