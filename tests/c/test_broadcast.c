@@ -621,13 +621,11 @@ TEST(test_large_broadcasts) {
 /* The results never depend on the number of threads, bit for bit. */
 TEST(test_thread_count_independent) {
     rng r = rng_seed(0x7EAD5);
+    /* (the last two of more than 16 MiB: summed in pieces, the second with its columns cut by the thread
+     * count; see test_large_reductions) */
     static const shape cases[][2] = {
-        {{2, {2000, 300}}, {1, {300}}},
-        {{1, {1000003}}, {0, {0}}},
-        {{2, {300, 2000}}, {2, {300, 1}}},
-        {{2, {64, 16384}}, {2, {1, 16384}}},
-        {{2, {1029, 4100}}, {1, {4100}}},   /* more than 16 MiB: in pieces (see test_large_reductions) */
-        {{2, {160, 32768}}, {1, {32768}}}, /* the same, the columns cut by the thread count */
+        {{2, {2000, 300}}, {1, {300}}},      {{1, {1000003}}, {0, {0}}},       {{2, {300, 2000}}, {2, {300, 1}}},
+        {{2, {64, 16384}}, {2, {1, 16384}}}, {{2, {1029, 4100}}, {1, {4100}}}, {{2, {160, 32768}}, {1, {32768}}},
     };
     const int before = opf_get_num_threads();
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
