@@ -65,6 +65,11 @@ extern "C" {
 #define NORMS_ADD(a, b) ((a) + (b))
 #define NORMS_MAX_OF(a, b) ((b) > (a) ? (b) : (a))
 
+/* Rows at least this long (elements) ask for the next row in their first pass
+ * too (OPF_NEXT_ROW_FIRST_PASS, OPF_ROW_DOT) where a pass of one operation an
+ * element would otherwise leave memory idle (rms_norm.c). */
+enum { NORMS_FIRST_PASS_MIN = 1024 };
+
 /* How far ahead a chunk's exponentials prefetch: its length, or
  * OPF_PREFETCH_AHEAD for short chunks (rows), where that reaches further. */
 #define NORMS_AHEAD(len)                                                                                               \

@@ -1225,6 +1225,18 @@ TEST(test_large_rows) {
      * and x); checked on a few rows */
     CHECK(run(row("rms_norm"), (const opf_tensor *[]){&tx, &tw}, (const opf_tensor *[]){&ty, &tr}, NULL) == OPF_OK,
           "%s", opf_last_error());
+    for (int k = 0; k < 3; k++) { /* (rms_norm itself: streamed, its first pass asking for the next row) */
+        const int64_t i = check_rows[k];
+        double rs;
+        for (int64_t j = 0; j < M; j++) {
+            xr[j] = x[i * M + j];
+            got[j] = y[i * M + j];
+        }
+        ref_rms_norm_row((size_t)M, xr, wr, 1e-6, want, &rs);
+        CHECK_CLOSE_F64(got, want, (size_t)M, 1e-6, 1e-5, "rms_norm row %lld", (long long)i);
+        CHECK(fabs(rstd[i] - rs) <= 1e-5 * fabs(rs), "rms_norm row %lld: rstd %.9g, expected %.9g", (long long)i,
+              (double)rstd[i], rs);
+    }
     for (int variant = 0; variant < 3; variant++) {
         const opf_tensor *const w_arg = variant < 2 ? &tw : NULL, *const dw_arg = variant != 1 ? &tdw : NULL;
         CHECK(run(row("rms_norm_grad"), (const opf_tensor *[]){&tx, &tr, &tx, w_arg, NULL},
