@@ -779,16 +779,20 @@ typedef struct opf_p8d {
  * go in pieces of OPF_EW_PIECE bytes of each row: a piece of every row of
  * the tile in turn, its accumulators in L1, each line of a piece asking for
  * the line as far into the next piece (the next row's, or the next
- * columns' in the first row, or the next tile's) into L1. Memory so sees
+ * columns' in the first row, or the next tile's) into L2. Memory so sees
  * one stream, a piece at a time, asked for a piece ahead: [8192, 4096]
  * float32 summed over its rows on one thread of an Intel Xeon (Emerald
  * Rapids), 16 bytes past a line as NumPy's arrays are, a C loop of each
  * form timed in one process beside a read of the same bytes: pieces of
- * 8 KiB 94-97% of that read, the tiles' eight rows walked side by side
+ * 8 KiB 91-94% of that read, the tiles' eight rows walked side by side
  * (what this replaced) 88-89% with no prefetch and 82-86% with each row's
  * memory asked 2 KiB ahead into L2, NumPy's order (a row at a time into
  * float32 sums) 92-95%; pieces of 2 KiB 83-84%, of 16 KiB (a whole row)
- * 59-62% asked into L1 and 91-93% into L2. Tiles in cache (a kernel's
+ * 59-62% asked into L1 and 91-93% into L2; pieces of 8 KiB asked into L1,
+ * 94-97% against 91-94% into L2 in that loop and the same in the library
+ * (bench/ab), where L2 is what every other prefetch asks for and what the
+ * tiles had needed on a Zen 4 (L1 there took more time than no prefetch).
+ * Tiles in cache (a kernel's
  * output, or an input that fits) keep a group of columns in registers down
  * the tile's rows; rows of fewer than 8 elements go through the flat tile in
  * vectors of 8, period lcm(n, 8) / 8 of them. */
