@@ -1783,9 +1783,10 @@ OPF__REDUCE_INLINE double opf__row_dot(int64_t n, const double *a, const double 
  * loads, and the body's OPF_STORE_ROW for the rest. softmax_grad's <dy, y>
  * (two rows read): [8192, 4096] float32 1.05-1.11 times as fast on one and
  * two threads of an Intel Xeon. A dot of a row with itself (rms_norm's sum
- * of squares): 1.00-1.02 times on rows on a 64-byte line, measured once,
- * but 1.03-1.11 on rows 16 bytes past one (NumPy's arrays), whose loads
- * each straddle two lines; rows of 256 floats, 0.98-1.00 (rms_norm.c).
+ * of squares), on the same Xeon: 1.02-1.09 times on rows on a 64-byte line
+ * (an earlier measurement had found nothing there) and 1.03-1.11 on rows 16
+ * bytes past one (NumPy's arrays), whose loads each straddle two lines;
+ * rows of 256 floats, 0.98-1.00 (rms_norm.c).
  */
 #define OPF_ROW_DOT(n, a, b) opf__row_dot(n, a, b, opf__row_stream_args(opf__args), opf__next_asked)
 
