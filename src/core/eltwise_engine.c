@@ -832,6 +832,27 @@ typedef struct opf_p8d {
     }
 #endif
 #define OPF_EW_COLUMNS8_ONLY() /* (the other builds: groups of 8 only) */
+/* a[i .. n) += x[i .. n) (i advanced), each line of x asking for the line as
+ * far on from each of pf's addresses (pf NULL: none): a row added into a
+ * compact accumulator row. */
+#define OPF_EW_ADD_INTO(T, load8, a, x, n, i, pf)                                                                      \
+    do {                                                                                                               \
+        for (; i + 8 <= n; i += 8) {                                                                                   \
+            opf_p8d opf__v, opf__w;                                                                                    \
+            if ((pf) != NULL && (i * (int64_t)sizeof(T)) % 64 == 0) {                                                  \
+                for (int32_t opf__c = 0; opf__c < (pf)->count; opf__c++) {                                             \
+                    __builtin_prefetch((const void *)((pf)->at[opf__c] + (uintptr_t)i * sizeof(T)), 0, 2);             \
+                }                                                                                                      \
+            }                                                                                                          \
+            OPF_LOAD8_F64(opf__v, a + i);                                                                              \
+            load8(opf__w, x + i);                                                                                      \
+            OPF_ADD8(opf__v, opf__w);                                                                                  \
+            OPF_STORE8(a + i, opf__v);                                                                                 \
+        }                                                                                                              \
+        for (; i < n; i++) {                                                                                           \
+            a[i] += (double)x[i];                                                                                      \
+        }                                                                                                              \
+    } while (0)
 #define OPF_EW_ACC_COLUMNS(T, load8, columns16, piece16)                                                               \
     do {                                                                                                               \
         opf_p8d v, w;                                                                                                  \
@@ -846,19 +867,9 @@ typedef struct opf_p8d {
                     const char *const next = (const char *)(r + 1 < rows  ? xr + x_row                                 \
                                                             : c + len < n ? x + c + len                                \
                                                                           : x + rows * x_row);                         \
+                    const opf_ew_pf ahead = {1, {(uintptr_t)next}};                                                    \
                     int64_t j = 0;                                                                                     \
-                    piece16() for (; j + 8 <= len; j += 8) {                                                           \
-                        if ((j * (int64_t)sizeof(T)) % 64 == 0) {                                                      \
-                            __builtin_prefetch((const void *)(next + j * (int64_t)sizeof(T)), 0, 2);                   \
-                        }                                                                                              \
-                        OPF_LOAD8_F64(v, a + j);                                                                       \
-                        load8(w, xr + j);                                                                              \
-                        OPF_ADD8(v, w);                                                                                \
-                        OPF_STORE8(a + j, v);                                                                          \
-                    }                                                                                                  \
-                    for (; j < len; j++) {                                                                             \
-                        a[j] += (double)xr[j];                                                                         \
-                    }                                                                                                  \
+                    piece16() OPF_EW_ADD_INTO(T, load8, a, xr, len, j, &ahead);                                        \
                 }                                                                                                      \
             }                                                                                                          \
             return;                                                                                                    \
@@ -917,21 +928,7 @@ typedef struct opf_p8d {
                 a[0] += sum;                                                                                           \
                 continue;                                                                                              \
             }                                                                                                          \
-            for (; i + 8 <= n; i += 8) { /* kept: acc_col is 1 (the accumulator is compact) */                         \
-                opf_p8d v, w;                                                                                          \
-                if (pf != NULL && (i * (int64_t)sizeof(T)) % 64 == 0) {                                                \
-                    for (int32_t c = 0; c < pf->count; c++) {                                                          \
-                        __builtin_prefetch((const void *)(pf->at[c] + (uintptr_t)i * sizeof(T)), 0, 2);                \
-                    }                                                                                                  \
-                }                                                                                                      \
-                OPF_LOAD8_F64(v, a + i);                                                                               \
-                load8(w, x + i);                                                                                       \
-                OPF_ADD8(v, w);                                                                                        \
-                OPF_STORE8(a + i, v);                                                                                  \
-            }                                                                                                          \
-            for (; i < n; i++) {                                                                                       \
-                a[i] += (double)x[i];                                                                                  \
-            }                                                                                                          \
+            OPF_EW_ADD_INTO(T, load8, a, x, n, i, pf); /* kept: acc_col is 1 (the accumulator is compact) */           \
         }                                                                                                              \
     }
 OPF_EW_ACC_FN(opf_ew_acc_f32, float, OPF_LOAD8_F32, OPF_EW_ROWSUM_F32, , OPF_EW_COLUMNS8_ONLY, OPF_EW_COLUMNS8_ONLY)
