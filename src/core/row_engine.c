@@ -311,6 +311,13 @@ static void opf_row_range_runs(const opf_row_job *job, int64_t begin, int64_t en
     }
 }
 
+/* Stores what waits of a row a call left (OPF_STORE_ROW_LATER), if any. */
+static void opf_row_finish_later(opf_row_later *w) {
+    if (w->dst != NULL) {
+        opf__later_store(w, -1);
+    }
+}
+
 /* Rows [begin, end); `acc` holds the accumulators of the unbatched outputs
  * (NULL when there are none). */
 static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *acc) {
@@ -338,6 +345,12 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
      * fences; the others go on through scratch. */
     uint32_t asking = job->streaming ? job->stream_outs : 0, direct = 0, acked = 0;
     call.streamed = &acked;
+    /* A row a call left to the next one to store (OPF_STORE_ROW_LATER):
+     * `earlier` the previous call's, `later` this call's; offered to the
+     * calls whose output the kernel streams, and stored here before any
+     * other call and after the last. */
+    opf_row_later waits[2] = {{0}, {0}};
+    opf_row_later *earlier = &waits[0], *later = &waits[1];
     /* The first rows streamed, the next as many stored in place, each timed
      * but for its first row (which the other mode prepared: a streamed row's
      * inputs come in while the previous row is stored); then the faster mode
@@ -428,7 +441,20 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
             opf_row_next_inputs(job, index, job->prefetch_rows, &call);
         }
         acked = 0;
+        later->dst = NULL;
+        if (call.stream != 0) {
+            call.earlier = earlier;
+            call.later = later;
+        } else {
+            opf_row_finish_later(earlier);
+            call.earlier = call.later = NULL;
+        }
         job->fn(&call);
+        opf_row_finish_later(earlier); /* (what the call's first pass left of it) */
+        opf_row_later *const left = earlier;
+        earlier = later;
+        later = left;
+        fence |= earlier->dst != NULL;
         for (int32_t d = job->batch_rank - 1; d >= 0 && ++index[d] == job->batch_shape[d]; d--) {
             index[d] = 0;
         }
@@ -462,6 +488,7 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
             }
         }
     }
+    opf_row_finish_later(earlier);
     if (fence) {
         opf_row_store_fence();
     }

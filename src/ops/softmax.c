@@ -55,9 +55,15 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
 #define NORMS_GROUP(type) ((int)(64 / sizeof(type)))
 
 /* The maximum of x[0 .. n), NaN ignored (softmax's NaN comes from its sum
- * instead), -inf for n = 0: lanes as opf_max, one compare-select each. */
+ * instead), -inf for n = 0: lanes as opf_max, one compare-select each;
+ * `earlier` (NULL: none) has a step of its stores taken at each step of
+ * `lanes` after the first (NORMS_MAX_STEPS of them). */
+#ifndef NORMS_MAX_PER_STEP
+#define NORMS_MAX_PER_STEP 4
+#endif
+#define NORMS_MAX_STEPS(n, type, lanes) (((n) / (lanes)-1 + NORMS_MAX_PER_STEP - 1) / NORMS_MAX_PER_STEP)
 #define NORMS_MAX_FN(fn, type, lanes)                                                                                  \
-    OPF_KERNEL_FN type fn(int64_t n, const type *x) {                                                                  \
+    OPF_KERNEL_FN type fn(int64_t n, const type *x, opf_earlier_row *earlier) {                                        \
         type m[lanes];                                                                                                 \
         int64_t i = 0;                                                                                                 \
         m[0] = -(type)__builtin_inf();                                                                                 \
@@ -67,10 +73,14 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
             }                                                                                                          \
             i = lanes;                                                                                                 \
         }                                                                                                              \
-        for (; i + lanes <= n; i += lanes) {                                                                           \
-            for (int j = 0; j < lanes; j++) {                                                                          \
-                m[j] = x[i + j] > m[j] ? x[i + j] : m[j];                                                              \
+        while (i + lanes <= n) {                                                                                       \
+            const int64_t to = n - i > NORMS_MAX_PER_STEP * (lanes) ? i + NORMS_MAX_PER_STEP * (lanes) : n;            \
+            for (; i + lanes <= to; i += lanes) {                                                                      \
+                for (int j = 0; j < lanes; j++) {                                                                      \
+                    m[j] = x[i + j] > m[j] ? x[i + j] : m[j];                                                          \
+                }                                                                                                      \
             }                                                                                                          \
+            opf_earlier_row_step(earlier);                                                                             \
         }                                                                                                              \
         NORMS_PAIRWISE(m, lanes, NORMS_MAX_OF, n)                                                                      \
         type r = m[0];                                                                                                 \
@@ -94,8 +104,13 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
     }
 NORMS_MAX_FN(norms_max_f32, float, 64)
 NORMS_MAX_FN(norms_max_f64, double, 32)
-#define NORMS_MAX(n, x)                                                                                                \
-    (OPF_IS_F64 ? (T)norms_max_f64((n), (const double *)(x)) : (T)norms_max_f32((n), (const float *)(x)))
+
+#define NORMS_MAX(n, x) NORMS_MAX_EARLIER(n, x, (opf_earlier_row *)0)
+/* (and its steps, for OPF_EARLIER_ROW) */
+#define NORMS_MAX_STEPS_T(n) (OPF_IS_F64 ? NORMS_MAX_STEPS((n), double, 32) : NORMS_MAX_STEPS((n), float, 64))
+#define NORMS_MAX_EARLIER(n, x, earlier)                                                                               \
+    (OPF_IS_F64 ? (T)norms_max_f64((n), (const double *)(x), (earlier))                                                \
+                : (T)norms_max_f32((n), (const float *)(x), (earlier)))
 
 enum { NORMS_LANES = 32 }; /* partial sums of the exponentials (two AVX-512 vectors of floats) */
 
@@ -274,9 +289,18 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
  * (as torch.softmax): its sum is NaN, or 0 with max = -inf. */
 OPF_ROW_KERNEL(softmax, (x), (y), {
     const int64_t chunk = NORMS_EXP_CHUNK(n);
-    T *const e = OPF_ROW_SCRATCH(y);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
-    NORMS_EXP_CHUNKS(T, n, x, e, chunk, shift, sum, m, 1)
+    T *e;
+    if (n <= chunk) { /* NORMS_EXP_CHUNKS' one chunk, its maximum's pass storing the earlier row */
+        OPF_EARLIER_ROW(earlier, NORMS_MAX_STEPS_T(n));
+        m = NORMS_MAX_EARLIER(n, x, &earlier);
+        e = OPF_ROW_SCRATCH(y);
+        shift[0] = m == -(T)__builtin_inf() ? (T)0 : m;
+        sum[0] = n > 0 ? NORMS_EXP_SUM(n, x, shift[0], m, e, NORMS_AHEAD(n)) : (T)0;
+    } else {
+        e = OPF_ROW_SCRATCH(y);
+        NORMS_EXP_CHUNKS(T, n, x, e, chunk, shift, sum, m, 1)
+    }
     NORMS_EXP_CHUNKS_ASKED(n, x, y, chunk)
     T total = 0;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
@@ -286,7 +310,7 @@ OPF_ROW_KERNEL(softmax, (x), (y), {
     const T inv = (T)1 / total;
     if (n <= chunk) {
         const T f = n > 0 ? shift[0] * inv : (T)0;
-        OPF_STORE_ROW(y, i, e[i] * f);
+        OPF_STORE_ROW_LATER(y, e, f);
     } else {
         for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
             const int64_t len = n - at < chunk ? n - at : chunk;

@@ -1256,6 +1256,77 @@ TEST(test_large_rows) {
     free(x), free(y), free(w), free(mean), free(rstd), free(dx), free(dw), free(xr), free(want), free(wr), free(got);
 }
 
+/* softmax's streamed rows stored a call later (OPF_STORE_ROW_LATER: among
+ * the next row's maximum, or by the engine after a thread's last row):
+ * outputs of more than 32 MiB, which the kernel streams itself, on 1 to 3
+ * threads (each thread's last row left to the engine), starting on a line,
+ * 16 bytes past one (NumPy's) and one element past one (a partial first and
+ * last line a row), rows of whole lines and not. Every row against the
+ * reference once, then the same bits in every other layout; the outputs
+ * start as NaN, so that a row left unstored shows. */
+TEST(test_later_rows) {
+    static const struct {
+        opf_dtype dtype;
+        int64_t m;
+    } cases[] = {{OPF_F32, 1024}, {OPF_F32, 1000}, {OPF_F64, 600}};
+    const int threads = opf_get_num_threads();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const opf_dtype dtype = cases[c].dtype;
+        const int64_t M = cases[c].m, elem = dtype == OPF_F64 ? 8 : 4;
+        const int64_t R = harness_slow() ? 16 : ((int64_t)33 << 20) / (M * elem) + 3;
+        const size_t count = (size_t)(R * M), bytes = count * (size_t)elem;
+        int64_t s2[2] = {R, M};
+        rng r = rng_seed(31);
+        void *x = xcalloc(count, (size_t)elem), *first = xcalloc(count, (size_t)elem);
+        char *block = xcalloc(bytes + 128, 1);
+        fill_uniform(&r, dtype, x, count, -6, 6);
+        double *xr = xcalloc((size_t)M, sizeof(double)), *want = xcalloc((size_t)M, sizeof(double)),
+               *got = xcalloc((size_t)M, sizeof(double));
+        const int64_t offsets[3] = {0, 16, elem};
+        int checked = 0;
+        for (int o = 0; o < 3; o++) {
+            char *y = (char *)(((uintptr_t)block + 63) / 64 * 64) + offsets[o];
+            for (int t = 1; t <= 3; t++) {
+                opf_tensor tx = opf_tensor_make(x, dtype, 2, s2), ty = opf_tensor_make(y, dtype, 2, s2);
+                for (size_t i = 0; i < count; i++) {
+                    if (dtype == OPF_F64) {
+                        ((double *)(void *)y)[i] = NAN;
+                    } else {
+                        ((float *)(void *)y)[i] = NAN;
+                    }
+                }
+                opf_set_num_threads(t);
+                if (!CHECK(run(row("softmax"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty}, NULL) ==
+                               OPF_OK,
+                           "%s", opf_last_error())) {
+                    continue;
+                }
+                if (checked) {
+                    CHECK_SAME_BITS(y, first, count, (size_t)elem, "%s [%lld, %lld], offset %lld, %d threads",
+                                    opf_dtype_name(dtype), (long long)R, (long long)M, (long long)offsets[o], t);
+                    continue;
+                }
+                for (int64_t i = 0; i < R; i++) {
+                    for (int64_t j = 0; j < M; j++) {
+                        xr[j] = dtype == OPF_F64 ? ((const double *)x)[i * M + j] : ((const float *)x)[i * M + j];
+                        got[j] = dtype == OPF_F64 ? ((const double *)(void *)y)[i * M + j]
+                                                  : ((const float *)(void *)y)[i * M + j];
+                    }
+                    ref_softmax_row((size_t)M, xr, want);
+                    if (!CHECK_CLOSE_F64(got, want, (size_t)M, 1e-7, 1e-5, "%s [%lld, %lld] row %lld",
+                                         opf_dtype_name(dtype), (long long)R, (long long)M, (long long)i)) {
+                        break;
+                    }
+                }
+                memcpy(first, y, bytes);
+                checked = 1;
+            }
+        }
+        free(x), free(first), free(block), free(xr), free(want), free(got);
+    }
+    opf_set_num_threads(threads);
+}
+
 int main(void) {
     RUN_TEST(test_softmax_layouts);
     RUN_TEST(test_norm_layouts);
@@ -1271,5 +1342,6 @@ int main(void) {
     RUN_TEST(test_bad_input);
     RUN_TEST(test_thread_count_independent);
     RUN_TEST(test_large_rows);
+    RUN_TEST(test_later_rows);
     return harness_summary();
 }
