@@ -723,6 +723,21 @@ OPF_API int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, f
 OPF_API int64_t opf_exp_sum_blocks_bounded_f32(int64_t n, const float *x, float shift, float bound, float *y,
                                                int64_t ahead, float acc[32]);
 
+/* softmax's maximum, for a row kernel's CPU body: m[j] = x[i] > m[j] ? x[i]
+ * : m[j] (NaN x left out) for every i % 64 == j over the whole blocks of 64
+ * elements of x[0 .. n), m's 64 lanes kept in vector registers, and after
+ * each block the next share of the lines that `earlier` (OPF_EARLIER_ROW's
+ * plan, of one step a block; NULL: none) stores, where the waiting row is
+ * of floats. Returns how many elements it did: a multiple of 64, and 0 at
+ * ISA levels without a vector kernel for it (the AVX2 and AVX-512 levels
+ * have one), where the caller's own loop does them with
+ * opf_earlier_row_step. A loop the compiler vectorizes keeps m in memory
+ * across a step's stores (softmax [8192, 4096] float32 on one thread of an
+ * Intel Xeon, the stores under its maximum: 1.02-1.08 times as fast so,
+ * 1.xx with this kernel). Thread-safe; CPU code only. */
+struct opf_earlier_row;
+OPF_API int64_t opf_max_blocks_f32(int64_t n, const float *x, float m[64], struct opf_earlier_row *earlier);
+
 /* For a compute function (.compute): y = x @ w + b, then `epilogue` on
  * every element of y, on opforge's GEMM (the built-in dense's: packed
  * panels, the ISA's micro-kernel, threads over y's columns). x [N, K],
@@ -1280,12 +1295,13 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
  * of `steps` steps that reads its row and writes nothing: its maximum, its
  * sums), declares `plan`, which stores the lines the previous call left in
  * OPF_STORE_ROW_LATER, a share at each step: the pass calls
- * opf_earlier_row_step(&plan, s) at its step s (0 .. steps - 1). Nothing
+ * opf_earlier_row_step(&plan) once a step, between the iterations of its
+ * loops (within one, the loop's partial results would live in memory). Nothing
  * waits on the first row, nor where the engine does not stream (the steps
  * then do nothing). The previous row's values wait in this row's scratch:
  * OPF_ROW_SCRATCH(y) first stores whatever the steps left, so that a body
  * may write its scratch once it holds the pointer. A helper that runs the
- * pass takes a `const opf_earlier_row *` (NULL: none).
+ * pass takes an `opf_earlier_row *` (NULL: none).
  */
 #define OPF_STORE_ROW_LATER(y, src, factor)                                                                            \
     do {                                                                                                               \
@@ -1501,6 +1517,8 @@ OPF_KERNEL_FN void opf__earlier_row_finish(const opf_row_args *args) {
     }
 }
 
+/* OPF_EARLIER_ROW's plan (see OPF_STORE_ROW_LATER above): where the
+ * previous row's lines wait, and the share of them a step stores. */
 typedef struct opf_earlier_row {
     opf_row_later *w; /* NULL: nothing waits */
     char *dst;        /* the next line to store, */

@@ -1,5 +1,6 @@
-/* exp_sum.c — opf_exp_sum_blocks_f32: the dispatch to the ISA's
- * exponential-and-sum kernel (kernels.h, expsum.inc). */
+/* exp_sum.c — opf_exp_sum_blocks_f32 and opf_max_blocks_f32: the dispatch
+ * to the ISA's exponential-and-sum kernel and row-maximum kernel (kernels.h,
+ * expsum.inc, maxstream.inc). */
 #include "kernels.h"
 
 /* 2^(j / 16), j = 0 .. 15, each rounded to the nearest float. */
@@ -20,4 +21,12 @@ int64_t opf_exp_sum_blocks_bounded_f32(int64_t n, const float *x, float shift, f
 
 int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, float *y, int64_t ahead, float acc[32]) {
     return opf_exp_sum_blocks_bounded_f32(n, x, shift, __builtin_inff(), y, ahead, acc);
+}
+
+int64_t opf_max_blocks_f32(int64_t n, const float *x, float m[64], opf_earlier_row *earlier) {
+    if (n < 64 || x == NULL || m == NULL) {
+        return 0;
+    }
+    const opf_max_stream_ukernel fn = opf_kernels_get()->max_stream_f32;
+    return fn != NULL ? fn(n, x, m, earlier) : 0;
 }

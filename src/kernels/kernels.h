@@ -125,6 +125,17 @@ extern const float opf_exp_sum_table[16]; /* 2^(j / 16), rounded */
 #include "expsum.inc"
 #undef OPF_EXP_SUM_UKERNEL
 
+/* The maximum of whole blocks of 64 floats, storing a waiting row among
+ * them: m[j] = x[i] > m[j] ? x[i] : m[j] for every i % 64 == j of the blocks
+ * of x[0 .. n) (NaN x left out), and after each block the next share of the
+ * lines of `earlier`'s float row (OPF_EARLIER_ROW's plan; NULL, or not a
+ * float row: none), which the plan then records as stored. Returns the
+ * elements done (a multiple of 64); opf_max_blocks_f32 (opforge.h). */
+typedef int64_t (*opf_max_stream_ukernel)(int64_t n, const float *x, float *m, opf_earlier_row *earlier);
+#define OPF_MAX_STREAM_UKERNEL(isa, fn) int64_t fn(int64_t n, const float *x, float *m, opf_earlier_row *earlier);
+#include "maxstream.inc"
+#undef OPF_MAX_STREAM_UKERNEL
+
 /* A type-erased kernel pointer; cast back to its family's type to call it. */
 typedef void (*opf_any_ukernel)(void);
 
@@ -142,7 +153,8 @@ typedef struct opf_kernels {
     opf_gemm_f32_config f32_gemm;
     opf_gemm_f64_config f64_gemm;
     opf_copy_ukernel stream_copy;
-    opf_exp_sum_ukernel exp_sum_f32; /* NULL at levels without one */
+    opf_exp_sum_ukernel exp_sum_f32;       /* NULL at levels without one */
+    opf_max_stream_ukernel max_stream_f32; /* NULL at levels without one */
 } opf_kernels;
 
 /* The table for the ISA in use (configured once, thread-safe). */

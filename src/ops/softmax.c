@@ -56,13 +56,14 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
 
 /* The maximum of x[0 .. n), NaN ignored (softmax's NaN comes from its sum
  * instead), -inf for n = 0: lanes as opf_max, one compare-select each;
- * `earlier` (NULL: none) has a step of its stores taken at each step of
- * `lanes` after the first (NORMS_MAX_STEPS of them). */
-#ifndef NORMS_MAX_PER_STEP
-#define NORMS_MAX_PER_STEP 4
-#endif
-#define NORMS_MAX_STEPS(n, type, lanes) (((n) / (lanes)-1 + NORMS_MAX_PER_STEP - 1) / NORMS_MAX_PER_STEP)
-#define NORMS_MAX_FN(fn, type, lanes)                                                                                  \
+ * `earlier` (NULL: none) has a step of its stores taken after each group
+ * of `lanes` but the first (NORMS_MAX_STEPS of them), floats' by the ISA's
+ * kernel (opf_max_blocks_f32: its lanes are this loop's) where there is one:
+ * this loop takes the steps between runs of NORMS_MAX_RUN groups, whose
+ * partial maxima the compiler keeps in registers only within a run. */
+enum { NORMS_MAX_RUN = 4 };
+#define NORMS_MAX_STEPS(n, lanes) ((n) / (lanes)-1)
+#define NORMS_MAX_FN(fn, type, lanes, blocks)                                                                          \
     OPF_KERNEL_FN type fn(int64_t n, const type *x, opf_earlier_row *earlier) {                                        \
         type m[lanes];                                                                                                 \
         int64_t i = 0;                                                                                                 \
@@ -72,15 +73,24 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
                 m[j] = x[j] > -(type)__builtin_inf() ? x[j] : -(type)__builtin_inf();                                  \
             }                                                                                                          \
             i = lanes;                                                                                                 \
+            i += blocks(n - i, x + i, m, earlier);                                                                     \
+        }                                                                                                              \
+        for (; (earlier == NULL || earlier->left == 0) && i + lanes <= n; i += lanes) { /* (no steps) */               \
+            for (int j = 0; j < lanes; j++) {                                                                          \
+                m[j] = x[i + j] > m[j] ? x[i + j] : m[j];                                                              \
+            }                                                                                                          \
         }                                                                                                              \
         while (i + lanes <= n) {                                                                                       \
-            const int64_t to = n - i > NORMS_MAX_PER_STEP * (lanes) ? i + NORMS_MAX_PER_STEP * (lanes) : n;            \
-            for (; i + lanes <= to; i += lanes) {                                                                      \
+            const int64_t to = n - i > NORMS_MAX_RUN * (lanes) ? i + NORMS_MAX_RUN * (lanes) : n;                      \
+            int64_t groups = 0;                                                                                        \
+            for (; i + lanes <= to; i += lanes, groups++) {                                                            \
                 for (int j = 0; j < lanes; j++) {                                                                      \
                     m[j] = x[i + j] > m[j] ? x[i + j] : m[j];                                                          \
                 }                                                                                                      \
             }                                                                                                          \
-            opf_earlier_row_step(earlier);                                                                             \
+            for (; groups > 0; groups--) {                                                                             \
+                opf_earlier_row_step(earlier);                                                                         \
+            }                                                                                                          \
         }                                                                                                              \
         NORMS_PAIRWISE(m, lanes, NORMS_MAX_OF, n)                                                                      \
         type r = m[0];                                                                                                 \
@@ -102,12 +112,25 @@ enum { NORMS_CHUNKS = 64 }; /* chunks of a row, at most */
         }                                                                                                              \
         return r;                                                                                                      \
     }
-NORMS_MAX_FN(norms_max_f32, float, 64)
-NORMS_MAX_FN(norms_max_f64, double, 32)
+/* (opf_max_blocks_f32 where it is CPU code; none for double) */
+OPF_KERNEL_FN int64_t norms_max_blocks_f32(int64_t n, const float *x, float *m, opf_earlier_row *earlier) {
+#if defined(__CUDA_ARCH__)
+    (void)n, (void)x, (void)m, (void)earlier;
+    return 0;
+#else
+    return opf_max_blocks_f32(n, x, m, earlier);
+#endif
+}
+OPF_KERNEL_FN int64_t norms_max_blocks_f64(int64_t n, const double *x, double *m, opf_earlier_row *earlier) {
+    (void)n, (void)x, (void)m, (void)earlier;
+    return 0;
+}
+NORMS_MAX_FN(norms_max_f32, float, 64, norms_max_blocks_f32)
+NORMS_MAX_FN(norms_max_f64, double, 32, norms_max_blocks_f64)
 
 #define NORMS_MAX(n, x) NORMS_MAX_EARLIER(n, x, (opf_earlier_row *)0)
 /* (and its steps, for OPF_EARLIER_ROW) */
-#define NORMS_MAX_STEPS_T(n) (OPF_IS_F64 ? NORMS_MAX_STEPS((n), double, 32) : NORMS_MAX_STEPS((n), float, 64))
+#define NORMS_MAX_STEPS_T(n) (OPF_IS_F64 ? NORMS_MAX_STEPS((n), 32) : NORMS_MAX_STEPS((n), 64))
 #define NORMS_MAX_EARLIER(n, x, earlier)                                                                               \
     (OPF_IS_F64 ? (T)norms_max_f64((n), (const double *)(x), (earlier))                                                \
                 : (T)norms_max_f32((n), (const float *)(x), (earlier)))
@@ -310,7 +333,11 @@ OPF_ROW_KERNEL(softmax, (x), (y), {
     const T inv = (T)1 / total;
     if (n <= chunk) {
         const T f = n > 0 ? shift[0] * inv : (T)0;
-        OPF_STORE_ROW_LATER(y, e, f);
+        if (OPF_IS_F64) { /* (its exponentials, a scalar call each, take twice a copy's time: nothing to hide) */
+            OPF_STORE_ROW(y, i, e[i] * f);
+        } else {
+            OPF_STORE_ROW_LATER(y, e, f);
+        }
     } else {
         for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
             const int64_t len = n - at < chunk ? n - at : chunk;

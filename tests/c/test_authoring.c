@@ -111,6 +111,28 @@ OPF_ROW_KERNEL(normalize_rows_plain, (x), (y), {
         y[i] = y[i] * inv;
     }
 })
+/* The same with its stores left to the next call (OPF_STORE_ROW_LATER),
+ * which stores them in its first pass (the sum, 3 steps: shares that do not
+ * divide a row's lines) and OPF_ROW_SCRATCH; rows_left counts the rows left. */
+static _Atomic long long rows_left;
+OPF_ROW_KERNEL(normalize_rows_later, (x), (y), {
+    T s = 0;
+    {
+        OPF_EARLIER_ROW(earlier, 3);
+        for (int64_t k = 0; k < 3; k++) {
+            for (int64_t i = n * k / 3; i < n * (k + 1) / 3; i++) {
+                s += x[i] * x[i] + 1;
+            }
+            opf_earlier_row_step(&earlier);
+        }
+    }
+    T *const e = OPF_ROW_SCRATCH(y);
+    for (int64_t i = 0; i < n; i++) {
+        e[i] = x[i] * x[i] + 1;
+    }
+    rows_left += OPF_ROW_STREAMED(y) && (void *)e != (void *)y;
+    OPF_STORE_ROW_LATER(y, e, (T)1 / s);
+})
 
 /* Row-wise with an output summed over the rows (no "..."): the dot product
  * of each row of x and y, and the column sums of x. */
@@ -239,6 +261,8 @@ static const opf_op_decl user_decls[] = {
      .row = &streamed_rows},
     {"normalize_rows(x[..., M]) -> y[..., M]", .doc = "e / sum(e), e = x^2 + 1", .row = &normalize_rows},
     {"normalize_rows_plain(x[..., M]) -> y[..., M]", .doc = "the same, in plain loops", .row = &normalize_rows_plain},
+    {"normalize_rows_later(x[..., M]) -> y[..., M]", .doc = "the same, stored a call later",
+     .row = &normalize_rows_later},
     {"col_stats(x[..., M], y[..., M]) -> (dot[...], colsum[M]?)", .doc = "row dots and column sums", .row = &col_stats},
     {"exp_row_sum(x[..., M]) -> s[...]", .doc = "sum of exp over rows", .row = &exp_row_sum},
     {"sum_squares(x[..., M]) -> (own[...], dot[...])", .doc = "sums of squares, two ways", .row = &sum_squares},
@@ -1194,6 +1218,22 @@ TEST(test_rows_computed_in_scratch) {
                   "%s", opf_last_error());
             CHECK(memcmp(y + offset * (int64_t)elem, want_y, (size_t)(R * M) * elem) == 0,
                   "%s M=%lld: y differs from the plain loops' bits", f64 ? "f64" : "f32", (long long)M);
+            /* and with each row's stores left to the next call: the same bits */
+            char *later_y = xcalloc((size_t)(R * M) + 1, elem);
+            opf_tensor tlater = opf_tensor_make(later_y, dt, 2, shape);
+            tlater.byte_offset = ty.byte_offset;
+            rows_left = 0;
+            CHECK(opf_op_run(user_op("normalize_rows_later"), (const opf_tensor *[]){&tx},
+                             (const opf_tensor *[]){&tlater}, NULL) == OPF_OK,
+                  "%s", opf_last_error());
+            CHECK(harness_slow() || !OPF__STREAMS || rows_left > R / 2, "%s M=%lld: %lld of %lld rows left for later",
+                  f64 ? "f64" : "f32", (long long)M, (long long)rows_left, (long long)R);
+            CHECK(memcmp(later_y + offset * (int64_t)elem, want_y, (size_t)(R * M) * elem) == 0,
+                  "%s M=%lld: rows stored a call later differ from the plain loops' bits", f64 ? "f64" : "f32",
+                  (long long)M);
+            CHECK(!offset || (f64 ? ((double *)later_y)[0] : ((float *)later_y)[0]) == 0,
+                  "the element before y was written (stored a call later)");
+            free(later_y);
             int bad = 0;
             for (int64_t i = 0; i < R && !bad; i++) {
                 double s = 0;

@@ -1281,11 +1281,106 @@ static void test_exp_sum_registry(void) {
     free(bounded_y);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The row-maximum kernels (maxstream.inc)                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct max_stream_case {
+    const char *name;
+    opf_isa isa;
+    opf_max_stream_ukernel fn;
+} max_stream_case;
+
+static const max_stream_case max_stream_cases[] = {
+#define OPF_MAX_STREAM_UKERNEL(isa, fn) {#fn, OPF_ISA_##isa, fn},
+#include "maxstream.inc"
+#undef OPF_MAX_STREAM_UKERNEL
+    {NULL, OPF_ISA_SCALAR, NULL},
+};
+
+/* Each kernel the CPU runs: the 64 lanes' maxima of a scalar loop (NaN left
+ * out, -inf and -0 among the values), the blocks done, and a waiting row of
+ * 37 lines stored as a plan of one step a block gives (y = src * factor,
+ * streamed, the lines before and after untouched; the plan's record of
+ * them moved on), then the public entry at the level in use. */
+static void test_max_stream_registry(void) {
+    enum { N = 64 * 9 + 13, LINES = 37 };
+    float *x = xcalloc(N, sizeof(float));
+    float *src = aligned_alloc(64, 64 * (LINES + 2)), *dst = aligned_alloc(64, 64 * (LINES + 2));
+    rng r = rng_seed(71);
+    fill_uniform_f32(&r, x, N, -100, 100);
+    x[5] = NAN, x[64 + 5] = -INFINITY, x[200] = -0.0f, x[333] = NAN, x[64 * 8 + 3] = 1000.0f, x[64 * 8 + 20] = NAN;
+    fill_uniform_f32(&r, src, 16 * (LINES + 2), -1, 1);
+    for (size_t c = 0; max_stream_cases[c].name != NULL; c++) {
+        const max_stream_case *k = &max_stream_cases[c];
+        if (!opf_cpu_supports(k->isa)) {
+            continue;
+        }
+        harness_begin(k->name);
+        float m[64], want[64];
+        for (int j = 0; j < 64; j++) {
+            m[j] = want[j] = -INFINITY;
+        }
+        for (int64_t i = 0; i < N - N % 64; i++) {
+            want[i % 64] = x[i] > want[i % 64] ? x[i] : want[i % 64];
+        }
+        for (int i = 0; i < 16 * (LINES + 2); i++) {
+            dst[i] = 7.0f;
+        }
+        opf_row_later w = {.dst = dst + 16,
+                           .src = src + 16,
+                           .factor = 0.375,
+                           .len = 16 * LINES,
+                           .head = 0,
+                           .lines = LINES,
+                           .stored = 0,
+                           .elem = 4,
+                           .level = 0};
+        opf_earlier_row plan = {.w = &w,
+                                .dst = (char *)(dst + 16),
+                                .src = (const char *)(src + 16),
+                                .left = LINES,
+                                .share = (LINES + N / 64 - 1) / (N / 64),
+                                .factor = 0.375,
+                                .elem = 4,
+                                .level = 0};
+        const int64_t done = k->fn(N, x, m, &plan);
+        CHECK(done == N - N % 64, "did %lld of %d", (long long)done, N);
+        CHECK_SAME_BITS(m, want, 64, sizeof(float), "%s: the lanes' maxima", k->name);
+        int bad = 0;
+        for (int i = 0; i < 16 * (LINES + 2) && !bad; i++) {
+            const float expect = i < 16 || i >= 16 * (LINES + 1) ? 7.0f : src[i] * 0.375f;
+            bad = !CHECK(dst[i] == expect, "%s: dst[%d] = %g, expected %g", k->name, i, (double)dst[i], (double)expect);
+        }
+        CHECK(plan.left == 0 && w.stored == LINES && plan.dst == (char *)(dst + 16 * (LINES + 1)),
+              "%s: the plan left %lld lines, recorded %lld stored", k->name, (long long)plan.left, (long long)w.stored);
+        float m2[64];
+        for (int j = 0; j < 64; j++) {
+            m2[j] = -INFINITY;
+        }
+        CHECK(k->fn(N, x, m2, NULL) == done, "%s: no plan", k->name);
+        CHECK_SAME_BITS(m2, want, 64, sizeof(float), "%s: the lanes' maxima without a plan", k->name);
+        harness_end();
+    }
+    harness_begin("opf_max_blocks_f32");
+    float m[64];
+    for (int j = 0; j < 64; j++) {
+        m[j] = -INFINITY;
+    }
+    CHECK(opf_max_blocks_f32(63, x, m, NULL) == 0, "63 elements: no whole block");
+    const int64_t done = opf_max_blocks_f32(N, x, m, NULL);
+    CHECK(done == (opf_kernels_get()->max_stream_f32 != NULL ? (int64_t)(N - N % 64) : 0), "did %lld at level %s",
+          (long long)done, opf_isa_name(opf_get_isa()));
+    harness_end();
+    free(x), free(src), free(dst);
+}
+
 int main(void) {
     test_eltwise_kernels();
     test_gemm_registry();
     test_copy_registry();
     test_exp_sum_registry();
+    test_max_stream_registry();
     RUN_TEST(test_dispatch_levels);
     RUN_TEST(test_dispatch_gemm_configs);
     return harness_summary();

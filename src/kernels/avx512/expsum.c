@@ -1,6 +1,10 @@
-/* expsum.c — avx512 exponential-and-sum kernel, f32 (see simd/expsum.tmpl.h). */
+/* expsum.c — avx512 exponential-and-sum kernel and row-maximum kernel, f32 (see simd/expsum.tmpl.h,
+ * simd/maxstream.tmpl.h). */
 #include "kernels.h"
 #include "simd/avx512-f32.h"
 
 #define OPF_EXP_SUM_NAME opf_exp_sum_ukernel__avx512
 #include "simd/expsum.tmpl.h"
+
+#define OPF_MAX_STREAM_NAME opf_max_stream_ukernel__avx512
+#include "simd/maxstream.tmpl.h"
