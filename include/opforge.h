@@ -1291,8 +1291,9 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
  * times as fast on one and two threads (the stores of each row under the
  * next row's maximum, opf_max_blocks_f32), 1.01-1.06 with rows 16 bytes
  * past a line.
- * Where the engine does not stream y, or src is not the scratch, it is
- * OPF_STORE_ROW's loop.
+ * Where the engine does not stream y, or src is not the scratch, or the
+ * call has left a row already (one a call: a second output's is stored
+ * now), it is OPF_STORE_ROW's loop.
  *
  * OPF_EARLIER_ROW(plan, steps): in a row body, before its first pass (a loop
  * of `steps` steps that reads its row and writes nothing: its maximum, its
@@ -1312,7 +1313,7 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
         const T *const opf__src = (src);                                                                               \
         const T opf__factor = (factor);                                                                                \
         if (opf__row_streamed(opf__la, opf__slot_##y, (const void *)(y), sizeof(T)) && opf__la->later != 0 &&          \
-            opf__la->scratch[opf__slot_##y] == (const void *)opf__src && n_##y > 0) {                                  \
+            opf__la->later->dst == 0 && opf__la->scratch[opf__slot_##y] == (const void *)opf__src && n_##y > 0) {      \
             opf__row_leave(opf__la, opf__slot_##y, (void *)(y), opf__src, (double)opf__factor, n_##y, sizeof(T),       \
                            opf__stream_level);                                                                         \
         } else {                                                                                                       \

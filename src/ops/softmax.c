@@ -309,7 +309,9 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
  * Chunks of 64 KiB: a row of up to 16384 floats is one chunk, with one
  * factor, which that store applies; a longer row's chunks are scaled in
  * place first. A row with +inf or NaN, or of -inf only, is NaN throughout
- * (as torch.softmax): its sum is NaN, or 0 with max = -inf. */
+ * (as torch.softmax): its sum is NaN, or 0 with max = -inf. A float row of
+ * one chunk leaves its stores to the next row's maximum (OPF_STORE_ROW_LATER,
+ * opf_max_blocks_f32), so that memory writes it while the next is read. */
 OPF_ROW_KERNEL(softmax, (x), (y), {
     const int64_t chunk = NORMS_EXP_CHUNK(n);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();

@@ -134,6 +134,19 @@ OPF_ROW_KERNEL(normalize_rows_later, (x), (y), {
     OPF_STORE_ROW_LATER(y, e, (T)1 / s);
 })
 
+/* Two outputs left to the next call: a call leaves one row (the second is
+ * stored at once). y = 2 x and z = 3 x, each computed in its scratch. */
+OPF_ROW_KERNEL(twice_later, (x), (y, z), {
+    T *const e = OPF_ROW_SCRATCH(y);
+    T *const f = OPF_ROW_SCRATCH(z);
+    for (int64_t i = 0; i < n; i++) {
+        e[i] = x[i];
+        f[i] = x[i];
+    }
+    OPF_STORE_ROW_LATER(y, e, (T)2);
+    OPF_STORE_ROW_LATER(z, f, (T)3);
+})
+
 /* Row-wise with an output summed over the rows (no "..."): the dot product
  * of each row of x and y, and the column sums of x. */
 OPF_ROW_KERNEL(col_stats, (x, y), (dot, colsum), {
@@ -263,6 +276,8 @@ static const opf_op_decl user_decls[] = {
     {"normalize_rows_plain(x[..., M]) -> y[..., M]", .doc = "the same, in plain loops", .row = &normalize_rows_plain},
     {"normalize_rows_later(x[..., M]) -> y[..., M]", .doc = "the same, stored a call later",
      .row = &normalize_rows_later},
+    {"twice_later(x[..., M]) -> (y[..., M], z[..., M])", .doc = "2 x and 3 x, stored a call later",
+     .row = &twice_later},
     {"col_stats(x[..., M], y[..., M]) -> (dot[...], colsum[M]?)", .doc = "row dots and column sums", .row = &col_stats},
     {"exp_row_sum(x[..., M]) -> s[...]", .doc = "sum of exp over rows", .row = &exp_row_sum},
     {"sum_squares(x[..., M]) -> (own[...], dot[...])", .doc = "sums of squares, two ways", .row = &sum_squares},
@@ -1257,6 +1272,35 @@ TEST(test_rows_computed_in_scratch) {
     opf_set_num_threads(threads);
 }
 
+/* Two streamed outputs that a body leaves to the next call: the first is
+ * left, the second stored at once (a call leaves one row); every row of
+ * both right, on 1 and 2 threads. */
+TEST(test_rows_two_later) {
+    const int threads = opf_get_num_threads();
+    const int64_t M = 2048, R = harness_slow() ? 5 : ((int64_t)33 << 20) / (M * 4);
+    int64_t shape[2] = {R, M};
+    float *x = xcalloc((size_t)(R * M), 4), *y = xcalloc((size_t)(R * M), 4), *z = xcalloc((size_t)(R * M), 4);
+    rng r = rng_seed(47);
+    fill_uniform_f32(&r, x, (size_t)(R * M), -3, 3);
+    opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, shape), ty = opf_tensor_make(y, OPF_F32, 2, shape),
+               tz = opf_tensor_make(z, OPF_F32, 2, shape);
+    for (int t = 1; t <= 2; t++) {
+        opf_set_num_threads(t);
+        memset(y, 0, (size_t)(R * M) * 4);
+        memset(z, 0, (size_t)(R * M) * 4);
+        CHECK(opf_op_run(user_op("twice_later"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty, &tz}, NULL) ==
+                  OPF_OK,
+              "%s", opf_last_error());
+        int bad = 0;
+        for (int64_t i = 0; i < R * M && !bad; i++) {
+            bad = !CHECK(y[i] == 2 * x[i] && z[i] == 3 * x[i], "%d threads, element %lld: y %g z %g, x %g", t,
+                         (long long)i, (double)y[i], (double)z[i], (double)x[i]);
+        }
+    }
+    opf_set_num_threads(threads);
+    free(x), free(y), free(z);
+}
+
 /* opf_prefetch_ahead is a hint: its rows end where the memory mapped for
  * them ends, before pages that may not be read, and the kernel asks for the
  * lines OPF_PREFETCH_AHEAD bytes past them; the results are a plain loop's. */
@@ -1544,6 +1588,7 @@ int main(void) {
     RUN_TEST(test_rows_first_pass_prefetch);
     RUN_TEST(test_rows_stored_by_the_kernel);
     RUN_TEST(test_rows_computed_in_scratch);
+    RUN_TEST(test_rows_two_later);
     RUN_TEST(test_rows_prefetch_past_the_mapping);
     RUN_TEST(test_rows_shape_only_inputs);
     RUN_TEST(test_kernel_errors);
