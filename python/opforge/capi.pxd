@@ -192,6 +192,18 @@ cdef extern from "opforge.h" nogil:
         opf_eltwise_fn f64[OPF_NUM_VARIANTS]
         opf_cuda_eltwise_fn cuda
 
+    # A streamed row whose stores wait for the next call (OPF_STORE_ROW_LATER).
+    ctypedef struct opf_row_later:
+        void *dst
+        const void *src
+        double factor
+        int64_t len
+        int64_t head
+        int64_t lines
+        int64_t stored
+        int32_t elem
+        int32_t level
+
     ctypedef struct opf_row_args:
         const void *inp "in"[OPF_MAX_ARGS]
         int64_t in_len[OPF_MAX_ARGS]
@@ -207,6 +219,8 @@ cdef extern from "opforge.h" nogil:
         int64_t rows
         int64_t in_stride[OPF_MAX_ARGS]
         int64_t out_stride[OPF_MAX_ARGS]
+        opf_row_later *earlier
+        opf_row_later *later
 
     ctypedef void (*opf_row_fn)(const opf_row_args *args)
 
@@ -313,6 +327,9 @@ cdef extern from "opforge.h" nogil:
                                    float *acc)
     int64_t opf_exp_sum_blocks_bounded_f32(int64_t n, const float *x, float shift, float bound, float *y,
                                            int64_t ahead, float *acc)
+    # Opaque here: OPF_EARLIER_ROW's plan, a row body's (opforge.h).
+    cdef struct opf_earlier_row
+    int64_t opf_max_blocks_f32(int64_t n, const float *x, float *m, opf_earlier_row *earlier)
     opf_status opf_matmul(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b,
                           const opf_eltwise_kernel *epilogue, const opf_attr_value *attrs, const opf_tensor *y)
 
