@@ -192,6 +192,11 @@ cdef extern from "opforge.h" nogil:
         opf_eltwise_fn f64[OPF_NUM_VARIANTS]
         opf_cuda_eltwise_fn cuda
 
+    # The last, partial line of a streamed row, stored with the next row's first bytes.
+    ctypedef struct opf_row_edge:
+        char *end
+        unsigned char line[64]
+
     # A streamed row whose stores wait for the next call (OPF_STORE_ROW_LATER).
     ctypedef struct opf_row_later:
         void *dst
@@ -203,6 +208,7 @@ cdef extern from "opforge.h" nogil:
         int64_t stored
         int32_t elem
         int32_t level
+        opf_row_edge *edge
 
     ctypedef struct opf_row_args:
         const void *inp "in"[OPF_MAX_ARGS]
@@ -221,6 +227,7 @@ cdef extern from "opforge.h" nogil:
         int64_t out_stride[OPF_MAX_ARGS]
         opf_row_later *earlier
         opf_row_later *later
+        opf_row_edge *edges
 
     ctypedef void (*opf_row_fn)(const opf_row_args *args)
 

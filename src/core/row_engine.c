@@ -168,9 +168,11 @@ enum { OPF_ROW_STREAM_BLOCK = 2048 }; /* bytes streamed between two runs of pref
 /* Stores the streamed outputs of a row (computed in scratch) with
  * non-temporal stores and, meanwhile, prefetches the next row's contiguous
  * batched inputs (index: the next row's; `next` 0 when there is none), so
- * that memory reads the next row while it writes this one. */
-static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call, const int64_t *off,
-                               const int64_t *index, int next, int fence) {
+ * that memory reads the next row while it writes this one. A row's partial
+ * first and last lines go through its output's edge (opf_row_edge), as a
+ * kernel's own streamed rows' do. */
+static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call, opf_row_edge *edges,
+                               const int64_t *off, const int64_t *index, int next, int fence) {
     const char *pf_at[OPF_MAX_ARGS];
     size_t pf_left[OPF_MAX_ARGS], pf_total = 0, out_total = 0;
     int32_t pf_count = 0;
@@ -196,13 +198,19 @@ static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call,
         const char *src = call->out[k - job->num_in];
         char *dst = a->base + off[k] * (int64_t)job->elem;
         const size_t bytes = (size_t)a->len * job->elem;
-        /* Blocks end on the destination's 64-byte lines: only the row's first
-         * and last lines take the copy's plain stores. */
-        const size_t head = opf_line_head(dst);
-        for (size_t at = 0, len; at < bytes; at += len) {
-            len = at == 0 && head > 0 ? head + OPF_ROW_STREAM_BLOCK : OPF_ROW_STREAM_BLOCK;
-            len = bytes - at < len ? bytes - at : len;
+        /* The blocks between the row's partial first and last lines, whole
+         * lines of the destination. */
+        const size_t to_line = opf_line_head(dst), head = to_line < bytes ? to_line : bytes;
+        const size_t tail = (bytes - head) % 64, body_end = bytes - tail;
+        opf_row_edge *const edge = &edges[k - job->num_in];
+        if (head > 0) {
+            opf__edge_head(edge, dst, src, head, 0);
+        }
+        out_done += head;
+        for (size_t at = head, len; at < body_end; at += len) {
+            len = body_end - at < OPF_ROW_STREAM_BLOCK ? body_end - at : OPF_ROW_STREAM_BLOCK;
             out_done += len;
+            out_done += at + len == body_end ? tail : 0;
             /* The share of the next row's inputs that goes with this block. */
             const size_t pf_goal = (size_t)((double)pf_total * (double)out_done / (double)out_total);
             const char *share = NULL;
@@ -224,6 +232,9 @@ static void opf_row_stream_out(const opf_row_job *job, const opf_row_args *call,
                 pf += pf_left[pf] == 0;
             }
             job->stream_copy(len, src + at, dst + at, share, share_len, fence && out_done == out_total);
+        }
+        if (tail > 0) {
+            opf__edge_tail(edge, dst + body_end, src + body_end, tail);
         }
     }
 }
@@ -351,6 +362,9 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
      * other call and after the last. */
     opf_row_later waits[2] = {{0}, {0}};
     opf_row_later *earlier = &waits[0], *later = &waits[1];
+    /* The ends of streamed rows that wait for the next row's first bytes
+     * (opf_row_edge), one per output; stored here after the last row. */
+    opf_row_edge edges[OPF_MAX_ARGS] = {{0}};
     /* The first rows streamed, the next as many stored in place, each timed
      * but for its first row (which the other mode prepared: a streamed row's
      * inputs come in while the previous row is stored); then the faster mode
@@ -445,9 +459,11 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         if (call.stream != 0) {
             call.earlier = earlier;
             call.later = later;
+            call.edges = edges;
         } else {
             opf_row_finish_later(earlier);
             call.earlier = call.later = NULL;
+            call.edges = NULL;
         }
         job->fn(&call);
         opf_row_finish_later(earlier); /* (what the call's first pass left of it) */
@@ -472,8 +488,9 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
             /* (a fence after the probe's last streamed row too: streaming may stop there) */
             const int timed = r > begin && r < stream_probe_end;
             const double t0 = timed ? opf_thread_seconds() : 0;
-            opf_row_stream_out(job, &call, off, index, r + 1 < end, r + 1 == end || r + 1 == stream_probe_end);
+            opf_row_stream_out(job, &call, edges, off, index, r + 1 < end, r + 1 == end || r + 1 == stream_probe_end);
             store_time += timed ? opf_thread_seconds() - t0 : 0;
+            fence = 1; /* (an edge's line streamed with a row that had no whole line after it) */
         }
         for (int32_t k = job->num_in; realigned && k < count; k++) {
             const opf_row_arg *a = &job->args[k];
@@ -489,6 +506,9 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
         }
     }
     opf_row_finish_later(earlier);
+    for (int32_t j = 0; j < job->num_out; j++) {
+        opf__edge_empty(&edges[j]);
+    }
     if (fence) {
         opf_row_store_fence();
     }

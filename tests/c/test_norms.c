@@ -1257,31 +1257,50 @@ TEST(test_large_rows) {
 }
 
 /* softmax's streamed rows stored a call later (OPF_STORE_ROW_LATER: among
- * the next row's maximum, or by the engine after a thread's last row):
- * outputs of more than 32 MiB, which the kernel streams itself, on 1 to 3
- * threads (each thread's last row left to the engine), starting on a line,
- * 16 bytes past one (NumPy's) and one element past one (a partial first and
- * last line a row), rows of whole lines and not. Every row against the
- * reference once, then the same bits in every other layout; the outputs
- * start as NaN, so that a row left unstored shows. */
+ * the next row's maximum, or by the engine after a thread's last row), and
+ * layer_norm's stored by OPF_STORE_ROW: outputs of more than 32 MiB, which
+ * the kernel streams itself, on 1 to 3 threads (each thread's last row left
+ * to the engine), starting on a line, 16 bytes past one (NumPy's) and one
+ * element past one (a partial first and last line a row, whose last line
+ * goes out with the next row's first: opf_row_edge), rows of whole lines
+ * and not. Every row against the reference once, then the same bits in
+ * every other layout; the outputs start as NaN, so that a row, or the end of
+ * one, left unstored shows. */
 TEST(test_later_rows) {
     static const struct {
+        const char *op;
         opf_dtype dtype;
         int64_t m;
-    } cases[] = {{OPF_F32, 1024}, {OPF_F32, 1000}, {OPF_F64, 600}};
+    } cases[] = {{"softmax", OPF_F32, 1024},
+                 {"softmax", OPF_F32, 1000},
+                 {"softmax", OPF_F64, 600},
+                 {"layer_norm", OPF_F32, 1000},
+                 {"layer_norm", OPF_F64, 600}};
     const int threads = opf_get_num_threads();
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const opf_dtype dtype = cases[c].dtype;
+        const int norm = strcmp(cases[c].op, "layer_norm") == 0;
         const int64_t M = cases[c].m, elem = dtype == OPF_F64 ? 8 : 4;
         const int64_t R = harness_slow() ? 16 : ((int64_t)33 << 20) / (M * elem) + 3;
         const size_t count = (size_t)(R * M), bytes = count * (size_t)elem;
-        int64_t s2[2] = {R, M};
+        int64_t s2[2] = {R, M}, sm[1] = {M}, sr[1] = {R};
         rng r = rng_seed(31);
         void *x = xcalloc(count, (size_t)elem), *first = xcalloc(count, (size_t)elem);
+        void *w = xcalloc((size_t)M, (size_t)elem), *b = xcalloc((size_t)M, (size_t)elem);
+        void *mean = xcalloc((size_t)R, (size_t)elem), *rstd = xcalloc((size_t)R, (size_t)elem);
         char *block = xcalloc(bytes + 128, 1);
         fill_uniform(&r, dtype, x, count, -6, 6);
+        fill_uniform(&r, dtype, w, (size_t)M, 0.5, 1.5);
+        fill_uniform(&r, dtype, b, (size_t)M, -1, 1);
         double *xr = xcalloc((size_t)M, sizeof(double)), *want = xcalloc((size_t)M, sizeof(double)),
-               *got = xcalloc((size_t)M, sizeof(double));
+               *got = xcalloc((size_t)M, sizeof(double)), *wr = xcalloc((size_t)M, sizeof(double)),
+               *br = xcalloc((size_t)M, sizeof(double));
+        for (int64_t j = 0; j < M; j++) {
+            wr[j] = dtype == OPF_F64 ? ((const double *)w)[j] : ((const float *)w)[j];
+            br[j] = dtype == OPF_F64 ? ((const double *)b)[j] : ((const float *)b)[j];
+        }
+        opf_tensor tw = opf_tensor_make(w, dtype, 1, sm), tb = opf_tensor_make(b, dtype, 1, sm),
+                   tm = opf_tensor_make(mean, dtype, 1, sr), ts = opf_tensor_make(rstd, dtype, 1, sr);
         const int64_t offsets[3] = {0, 16, elem};
         int checked = 0;
         for (int o = 0; o < 3; o++) {
@@ -1296,14 +1315,17 @@ TEST(test_later_rows) {
                     }
                 }
                 opf_set_num_threads(t);
-                if (!CHECK(run(row("softmax"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty}, NULL) ==
-                               OPF_OK,
-                           "%s", opf_last_error())) {
+                const opf_status st =
+                    norm ? run(row("layer_norm"), (const opf_tensor *[]){&tx, &tw, &tb},
+                               (const opf_tensor *[]){&ty, &tm, &ts}, NULL)
+                         : run(row("softmax"), (const opf_tensor *[]){&tx}, (const opf_tensor *[]){&ty}, NULL);
+                if (!CHECK(st == OPF_OK, "%s: %s", cases[c].op, opf_last_error())) {
                     continue;
                 }
                 if (checked) {
-                    CHECK_SAME_BITS(y, first, count, (size_t)elem, "%s [%lld, %lld], offset %lld, %d threads",
-                                    opf_dtype_name(dtype), (long long)R, (long long)M, (long long)offsets[o], t);
+                    CHECK_SAME_BITS(y, first, count, (size_t)elem, "%s %s [%lld, %lld], offset %lld, %d threads",
+                                    cases[c].op, opf_dtype_name(dtype), (long long)R, (long long)M,
+                                    (long long)offsets[o], t);
                     continue;
                 }
                 for (int64_t i = 0; i < R; i++) {
@@ -1312,9 +1334,15 @@ TEST(test_later_rows) {
                         got[j] = dtype == OPF_F64 ? ((const double *)(void *)y)[i * M + j]
                                                   : ((const float *)(void *)y)[i * M + j];
                     }
-                    ref_softmax_row((size_t)M, xr, want);
-                    if (!CHECK_CLOSE_F64(got, want, (size_t)M, 1e-7, 1e-5, "%s [%lld, %lld] row %lld",
-                                         opf_dtype_name(dtype), (long long)R, (long long)M, (long long)i)) {
+                    double m, rs;
+                    if (norm) {
+                        ref_layer_norm_row((size_t)M, xr, wr, br, 1e-5, want, &m, &rs);
+                    } else {
+                        ref_softmax_row((size_t)M, xr, want);
+                    }
+                    if (!CHECK_CLOSE_F64(got, want, (size_t)M, norm ? 1e-5 : 1e-7, 1e-5, "%s %s [%lld, %lld] row %lld",
+                                         cases[c].op, opf_dtype_name(dtype), (long long)R, (long long)M,
+                                         (long long)i)) {
                         break;
                     }
                 }
@@ -1322,7 +1350,8 @@ TEST(test_later_rows) {
                 checked = 1;
             }
         }
-        free(x), free(first), free(block), free(xr), free(want), free(got);
+        free(x), free(first), free(w), free(b), free(mean), free(rstd), free(block), free(xr), free(want), free(got);
+        free(wr), free(br);
     }
     opf_set_num_threads(threads);
 }
