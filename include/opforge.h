@@ -427,7 +427,7 @@ typedef struct opf_row_args {
  * instead, the two ends of every row each held up the row's streamed lines:
  * on an Intel Xeon (Emerald Rapids) a streamed copy of [8192, 4096] floats
  * 16 bytes past a line took 1.27-1.34 times as long as one on a line, and
- * 1.02-1.05 times as long with its edges stored this way. */
+ * 1.06 times as long with its edges stored this way. */
 typedef struct opf_row_edge {
     char *end;              /* one past the waiting bytes (the next row's first); NULL: none wait */
     unsigned char line[64]; /* the line they fall in: bytes [0, end % 64) are theirs */
