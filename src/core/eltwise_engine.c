@@ -39,6 +39,7 @@ enum {
     OPF_EW_PERIOD_MAX_BYTES = 64 << 10, /* rows repeated along the outer dims read from a buffer: this long at most */
     OPF_EW_STREAM_DENSE_BLOCK = 1024,   /* the same where every operand is contiguous (see opf_ew_streamed) */
     OPF_EW_STREAM_PREFETCH = 8192,      /* how far ahead a streamed block's inputs read in place are asked for */
+    OPF_EW_IN_PLACE_PREFETCH = 2048,    /* the same for blocks stored in place (opf_ew_in_place) */
     OPF_EW_PROBE_BLOCKS = 64,           /* blocks timed streamed, then computed again in cache (each chunk) */
     OPF_EW_PROBE_SPAN = 32,             /* a chunk is probed if it is this many probes long at least */
     OPF_EW_OPERANDS = 2 * OPF_MAX_ARGS, /* inputs then outputs */
@@ -248,13 +249,14 @@ static void opf_ew_strided(void *ctx, int64_t begin, int64_t end) {
  * 1.2-1.3x, sigmoid_grad on two threads 1.6x; the same-shape add, relu and
  * gelu_grad inside the runs' noise (0.9-1.45x); 4 KiB ahead a little less,
  * 1-2 KiB less again. */
-static void opf_ew_block_call(const opf_ew_job *job, int64_t pos, int64_t len, char *const *rows, char *const *out) {
+static void opf_ew_block_call(const opf_ew_job *job, int64_t pos, int64_t len, char *const *rows, char *const *out,
+                              int64_t ahead) {
     char *ptr[OPF_EW_OPERANDS];
     for (int32_t k = 0; k < job->num_in; k++) {
         ptr[k] = rows[k] != NULL ? rows[k] + (size_t)(pos % job->period) * job->elem
                                  : job->base[k] + (size_t)pos * job->elem;
         if (rows[k] == NULL && !(job->unread >> k & 1)) {
-            opf_prefetch_at(ptr[k], OPF_EW_STREAM_PREFETCH, len * (int64_t)job->elem);
+            opf_prefetch_at(ptr[k], ahead, len * (int64_t)job->elem);
         }
     }
     for (int32_t j = 0; j < job->num_out; j++) {
@@ -299,7 +301,17 @@ static int64_t opf_ew_dense_block_bytes(const opf_ew_job *job) {
  * thread, 1.17-1.18x on two; silu 1.21-1.22x, 1.14-1.19x; sigmoid 1.21x,
  * 1.25-1.31x; tanh (which the probe sends either way there) 1.06x / 0.97x,
  * 1.04x / 0.96x; the same bits. A loop of gelu timed alone on data in cache
- * took about as long as its blocks do here. */
+ * took about as long as its blocks do here. Their inputs are asked for
+ * OPF_EW_IN_PLACE_PREFETCH bytes ahead, not the streamed path's 8 KiB: with
+ * each block's plain stores reading their lines too, a burst of 16
+ * prefetches that far ahead waited for the line fill buffers (`perf`: a
+ * sixth of gelu's time on the prefetch instructions). On an Intel Xeon (AMX;
+ * the guest reports model 167), bench/ab, alternating, [8192, 4096] 16 bytes
+ * past a line, 2 KiB against 8 KiB ahead: gelu 1.12x faster on one thread,
+ * 1.06x on two; silu 1.07x, 1.00x; sigmoid 1.08x, 1.04x; tanh 0.98x, 1.08x;
+ * float64 [4096, 4096] on one thread gelu 1.13x, sigmoid 1.27x; none at all
+ * (the hardware prefetchers alone) was 1.05-1.07x in float32 but 0.55x for
+ * float64 gelu. The same bits. */
 static void opf_ew_in_place(const opf_ew_job *job, int64_t pos, int64_t end, char *const *rows) {
     const int64_t block = OPF_EW_STREAM_DENSE_BLOCK / (int64_t)job->elem;
     char *out[OPF_MAX_ARGS];
@@ -308,7 +320,7 @@ static void opf_ew_in_place(const opf_ew_job *job, int64_t pos, int64_t end, cha
         for (int32_t j = 0; j < job->num_out; j++) {
             out[j] = job->base[job->num_in + j] + (size_t)pos * job->elem;
         }
-        opf_ew_block_call(job, pos, len, rows, out);
+        opf_ew_block_call(job, pos, len, rows, out, OPF_EW_IN_PLACE_PREFETCH);
     }
 }
 
@@ -320,7 +332,7 @@ static void opf_ew_stream_block(const opf_ew_job *job, int64_t pos, int64_t len,
     if (job->walk) {
         opf_ew_walk(job, index, len, out);
     } else {
-        opf_ew_block_call(job, pos, len, rows, out);
+        opf_ew_block_call(job, pos, len, rows, out, OPF_EW_STREAM_PREFETCH);
     }
     for (int32_t j = 0; j < job->num_out; j++) {
         job->stream_copy((size_t)len * job->elem, out[j], job->base[job->num_in + j] + (size_t)pos * job->elem, NULL, 0,
@@ -450,7 +462,7 @@ static void opf_ew_streamed(void *ctx, int64_t begin, int64_t end) {
         const double t1 = opf_thread_seconds();
         for (int64_t at = begin; at < pos; at += len) {
             len = opf_ew_block_len(at, begin, end, head, block);
-            opf_ew_block_call(job, at, len, rows, out);
+            opf_ew_block_call(job, at, len, rows, out, OPF_EW_STREAM_PREFETCH);
         }
         const double compute = opf_thread_seconds() - t1;
         if (compute > OPF_EW_PLAIN_SHARE * (t1 - t0)) {
