@@ -1504,50 +1504,40 @@ OPF_KERNEL_FN void opf__stream_line_at_level(void *dst, const void *line, int le
  * emptied and the bytes stored with plain stores. A row's end waits in the
  * edge (an edge that holds another is emptied first), or is stored where
  * there is none (e NULL: not streamed, CUDA). */
+OPF_KERNEL_FN void opf__edge_bytes(void *dst, const void *src, size_t bytes) {
+    for (size_t b = 0; b < bytes; b++) {
+        ((unsigned char *)dst)[b] = ((const unsigned char *)src)[b];
+    }
+}
 OPF_KERNEL_FN void opf__edge_empty(opf_row_edge *e) {
     if (e != 0 && e->end != 0) {
         const size_t bytes = (size_t)((uintptr_t)e->end % 64);
-        char *const at = e->end - bytes;
-        for (size_t b = 0; b < bytes; b++) {
-            at[b] = (char)e->line[b];
-        }
+        opf__edge_bytes(e->end - bytes, e->line, bytes);
         e->end = 0;
     }
 }
 OPF_KERNEL_FN void opf__edge_head(opf_row_edge *e, void *y, const void *vals, size_t bytes, int level) {
     char *const at = (char *)y;
-    const unsigned char *const v = (const unsigned char *)vals;
     const size_t in_line = (size_t)((uintptr_t)at % 64);
     if (e != 0 && e->end == at && bytes > 0 && in_line + bytes == 64) {
         unsigned char line[64] __attribute__((aligned(64)));
-        for (size_t b = 0; b < in_line; b++) {
-            line[b] = e->line[b];
-        }
-        for (size_t b = 0; b < bytes; b++) {
-            line[in_line + b] = v[b];
-        }
+        opf__edge_bytes(line, e->line, in_line);
+        opf__edge_bytes(line + in_line, vals, bytes);
         opf__stream_line_at_level(at - in_line, line, level);
         e->end = 0;
         return;
     }
     opf__edge_empty(e);
-    for (size_t b = 0; b < bytes; b++) {
-        at[b] = (char)v[b];
-    }
+    opf__edge_bytes(at, vals, bytes);
 }
 OPF_KERNEL_FN void opf__edge_tail(opf_row_edge *e, void *at, const void *vals, size_t bytes) {
-    const unsigned char *const v = (const unsigned char *)vals;
     if (e != 0 && bytes > 0 && bytes < 64 && (uintptr_t)at % 64 == 0) {
         opf__edge_empty(e);
-        for (size_t b = 0; b < bytes; b++) {
-            e->line[b] = v[b];
-        }
+        opf__edge_bytes(e->line, vals, bytes);
         e->end = (char *)at + bytes;
         return;
     }
-    for (size_t b = 0; b < bytes; b++) {
-        ((char *)at)[b] = (char)v[b];
-    }
+    opf__edge_bytes(at, vals, bytes);
 }
 /* y[i] = s[i] * f over `lines` whole lines of y (y on a line), streamed:
  * in vectors of the build's level (`level`, opf__stream_level), with a
