@@ -228,6 +228,37 @@ def test_bench_reports_a_wrong_transformer_result() -> None:
     assert "CHECK FAILED" in report.format_text(document)
 
 
+def test_copies_beside_an_op_read_its_input() -> None:
+    """The copies timed beside an op read the op's own input (its bytes from
+    its first 64-byte line, whole 128-byte blocks), so that they do not push
+    it out of the cache between the op's runs: x for a forward op, dy for a
+    gradient row; a source too small for one block gets a buffer of its own."""
+    limits = pytest.importorskip("opforge.bench.limits")
+    if not limits.probe_available():
+        pytest.skip("opforge bench's native probe is not built")
+    probe = limits._probe()
+    backing = np.arange(4096 + 8, dtype=np.float32)
+    skip = -backing.ctypes.data % 64 // 4
+    source = backing[skip + 4 : skip + 4 + 4096]  # 16 bytes past a line, as NumPy's arrays often are
+    copier = limits.Copier(source.size, source)
+    assert copier.source is source and copier.elements == (4096 - 12) // 32 * 32
+    for variant in copier.variants:
+        probe.ffi.buffer(copier._dst, 4 * copier.elements)[:] = bytes(4 * copier.elements)
+        assert copier.run(variant, 1)() >= 0
+        copied = np.frombuffer(probe.ffi.buffer(copier._dst, 4 * copier.elements), np.float32)
+        np.testing.assert_array_equal(copied, source[12 : 12 + copier.elements], err_msg=variant)
+    small = limits.Copier(8, source[:8])
+    assert small.elements == limits.copy_elements(8) and small.run(next(iter(small.variants)), 1)() >= 0
+
+    settings = Settings(elements=64, dense_shapes=[], dense_shapes_f64=[], repeats=1, budget_s=0.01,
+                        max_call_s=1.0, dtypes=(), transformer_shape=(8, 64))
+    worker = Worker(OpforgeImpl(), settings, Progress(stream=io.StringIO()), "test")
+    for op, name in (("softmax", "x"), ("softmax_grad", "dy"), ("add_grad", "dy"), ("layer_norm", "x")):
+        data = tr.make_data(op, (64, 64))
+        copier = worker._copier_of(tr.copied_input(data))
+        assert copier is not None and copier.source is getattr(data, name), op
+
+
 def test_bound_is_the_slower_of_memory_and_arithmetic() -> None:
     """vs bound: the copy roof's time for the bytes, or the in-cache time
     spread over the threads, whichever is longer, over the measured time."""

@@ -49,6 +49,12 @@ CHECKED = {"layer_norm_grad": ("dx", "dw", "db"), "rms_norm_grad": ("dx", "dw"),
            "mul_grad": ("dx", "dw")}  # fmt: skip
 
 
+def copied_input(d: Data) -> np.ndarray:
+    """The [N, M] input that the copy timed beside op d.op reads (worker.py):
+    x for the forward ops, dy for the gradient rows (each of which reads it)."""
+    return d.dy if is_backward(d.op) else d.x
+
+
 def forward_of(op: str) -> str:
     """The forward op of a gradient row ("softmax_grad" -> "softmax"); op itself if forward."""
     return op.removesuffix("_grad")

@@ -198,7 +198,7 @@ class Worker:
         x, b = _eltwise_inputs(n, dtype)
         out = np.empty_like(x)
         out.fill(0)  # touch every page once, before timing
-        copier = self._copier_of(x.nbytes // 4)
+        copier = self._copier_of(x)
         for op in ELTWISE_OPS:
             nbytes = ELTWISE_STREAMS[op] * x.nbytes
             for threads in self.thread_counts():
@@ -267,7 +267,7 @@ class Worker:
             return
         nbytes = tr.STREAMS[op] * data.x.nbytes
         in_cache = None if self.impl.builtin else self._in_cache_time(op, shape)
-        copier = self._copier_of(data.x.size)
+        copier = self._copier_of(tr.copied_input(data))
         for threads in self.thread_counts():
             self._set_threads(threads)
             what = f"{op} float32 {shape[0]}x{shape[1]}" + (f", {threads} thread(s)" if threads else "")
@@ -293,19 +293,21 @@ class Worker:
             self._record(entry, timing, error, "float32")
         self._set_threads(self.all_threads)
 
-    def _copier_of(self, elements: int) -> Optional[limits.Copier]:
+    def _copier_of(self, source: np.ndarray) -> Optional[limits.Copier]:
         """The copies timed beside every implementation's elementwise and
-        transformer ops: of ``elements`` float32 (the bytes of the op's
-        input), so that an op's share of the copy roof compares two
+        transformer ops: of ``source``, the op's input, into a buffer of the
+        copier's own, so that an op's share of the copy roof compares two
         measurements of one moment (on a shared machine the bandwidth moves by
         tens of percent between the limits' rounds and an op's runs), and so
         do opforge's ratios to the frameworks, each measured in its own worker
-        at its own moment (report.py: vs_best_builtin_beside). None without
-        the probe."""
+        at its own moment (report.py: vs_best_builtin_beside). Reading the
+        op's own input, the copies leave it where the op's last run did (in
+        the last-level cache, where it fits) rather than pushing it out
+        between the op's runs (limits.Copier). None without the probe."""
         if not limits.probe_available():
             return None
-        if self._copier is None or self._copier.elements != limits.copy_elements(elements):
-            self._copier = limits.Copier(elements)
+        if self._copier is None or self._copier.source is not source:
+            self._copier = limits.Copier(source.size, source)
         return self._copier
 
     def _in_cache_time(self, op: str, shape: tuple[int, int]) -> Optional[float]:
