@@ -13,8 +13,8 @@ Ratios (all measured in the same run):
   threads; opforge on one thread with the frameworks pinned to one core
   (and NumPy's single-threaded ufuncs), where the run has them;
 - elementwise and transformer rows also / the copy timed beside them
-  (vs_copy_beside: a copy of the input's bytes after each of the op's
-  runs, on its threads; worker.py), which the transformer rows' bound uses,
+  (vs_copy_beside: a copy of the op's input, read in place, after each of
+  the op's runs, on its threads; worker.py), which the transformer rows' bound uses,
   and the same comparison with the fastest built-in made of those shares
   (vs_best_builtin_beside): every implementation runs in a worker of its
   own, minutes apart, and on a shared machine the bandwidth moves by tens
@@ -295,7 +295,7 @@ def _eltwise_text(result: dict[str, Any]) -> list[str]:
                  _times(e["vs_best_builtin"], e["best_builtin"], entry_label(e) == e["best_builtin"]),
                  _beside(e) + ("  CHECK FAILED" if not e["check_ok"] else "")] for e in entries]
         lines += ["", f"Elementwise, {dtype}, {entries[0]['elements']} elements "
-                      "(GB/s = bytes read + written / time; vs copy beside = vs a copy of the input's bytes timed "
+                      "(GB/s = bytes read + written / time; vs copy beside = vs a copy of the op's input timed "
                       f"after each of the op's runs, on its threads; {BESIDE_TEXT})",
                   *table(["op", "implementation", "threads", "GB/s", "vs copy roof", "vs copy beside",
                           "vs fastest built-in", "same, per copy beside"], rows,
@@ -331,8 +331,8 @@ def _transformer_text(result: dict[str, Any]) -> list[str]:
     rows.sort(key=lambda row: OPS.index(row[0]))  # by op; implementations in run order
     n, m = entries[0]["shape"]
     return ["", f"Transformer ops, float32 [{n}, {m}], forward and gradient rows (GB/s = the [{n}, {m}] arrays "
-                "read + written / time; vs copy beside = vs a copy of the same arrays timed after each of the "
-                "op's runs, on its threads (the roof of the same moments); in cache = opforge's "
+                "read + written / time; vs copy beside = vs a copy of the op's input (x, dy for a gradient row) "
+                "timed after each of its runs, on its threads (the roof of the same moments); in cache = opforge's "
                 "arithmetic alone: its time on a few rows that stay in L2, scaled to all rows and spread over the "
                 "threads; vs bound = the slower of that copy and that arithmetic, over the time; vs fastest "
                 f"built-in = its time / this one's; {BESIDE_TEXT})",
