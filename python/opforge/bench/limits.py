@@ -117,10 +117,10 @@ class Copier:
     copies beside an op read the op's own input, so that they leave it where
     the op's previous run left it. A copy of two buffers of its own, timed
     after each run of an op over 128 MiB arrays, pushed the op's input out of
-    an Intel Xeon's last-level cache (480 MiB in its KVM guest) between its runs and made it
-    12–20% slower than it ran alone (softmax, layer_norm, rms_norm on one
-    thread), while the copy itself ran at the same speed from either source
-    (docs/performance-history.md, "the copy beside")."""
+    an Intel Xeon's last-level cache (480 MiB in its KVM guest) between its
+    runs and made it 12–20% slower than it ran alone (softmax, layer_norm,
+    rms_norm on one thread), while the copy itself ran at the same speed from
+    either source (docs/performance-history.md, "the copy beside")."""
 
     def __init__(self, elements: int, source: Optional[Any] = None) -> None:
         probe = _probe()
@@ -129,16 +129,15 @@ class Copier:
             raise ValueError("opforge bench: a copier's source must be C-contiguous")
         #: The array the copies read, as given (None: a buffer of the copier's own).
         self.source = source
-        # a source without a 128-byte block past its first line: a buffer of its own
-        if source is None or source.nbytes - (-source.ctypes.data % 64) < 128:
-            self.elements = copy_elements(elements)
-            self._bytes = 4 * self.elements
-            self._src = ffi.gc(self._lib.opfp_buffer_new(self._bytes), self._lib.opfp_buffer_free)
-        else:
-            skip = -source.ctypes.data % 64
+        skip = -source.ctypes.data % 64 if source is not None else 0  # bytes to its first line
+        if source is not None and source.nbytes - skip >= 128:
             self._bytes = (source.nbytes - skip) // 128 * 128
             self.elements = self._bytes // 4
             self._src = ffi.cast("void *", source.ctypes.data + skip)
+        else:  # (also a source without a 128-byte block past its first line)
+            self.elements = copy_elements(elements)
+            self._bytes = 4 * self.elements
+            self._src = ffi.gc(self._lib.opfp_buffer_new(self._bytes), self._lib.opfp_buffer_free)
         self._dst = ffi.gc(self._lib.opfp_buffer_new(self._bytes), self._lib.opfp_buffer_free)
         if self._src == ffi.NULL or self._dst == ffi.NULL:
             raise MemoryError(f"opforge bench: cannot set up a copy of {self._bytes} bytes")

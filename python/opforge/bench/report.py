@@ -14,8 +14,8 @@ Ratios (all measured in the same run):
   (and NumPy's single-threaded ufuncs), where the run has them;
 - elementwise and transformer rows also / the copy timed beside them
   (vs_copy_beside: a copy of the op's input, read in place, after each of
-  the op's runs, on its threads; worker.py), which the transformer rows' bound uses,
-  and the same comparison with the fastest built-in made of those shares
+  the op's runs, on its threads; worker.py), which the transformer rows'
+  bound uses, and the same comparison with the fastest built-in made of those shares
   (vs_best_builtin_beside): every implementation runs in a worker of its
   own, minutes apart, and on a shared machine the bandwidth moves by tens
   of percent between them; the copy beside each moves with it.
