@@ -249,6 +249,8 @@ def test_copies_beside_an_op_read_its_input() -> None:
         np.testing.assert_array_equal(copied, source[12 : 12 + copier.elements], err_msg=variant)
     small = limits.Copier(8, source[:8])
     assert small.elements == limits.copy_elements(8) and small.run(next(iter(small.variants)), 1)() >= 0
+    with pytest.raises(ValueError, match="C-contiguous"):
+        limits.Copier(2048, backing[::2])
 
     settings = Settings(elements=64, dense_shapes=[], dense_shapes_f64=[], repeats=1, budget_s=0.01,
                         max_call_s=1.0, dtypes=(), transformer_shape=(8, 64))
