@@ -147,6 +147,12 @@ static void opf_build_table(opf_kernels *table, opf_isa cap, opf_cache_sizes cac
     }
 #include "expsum.inc"
 #undef OPF_EXP_SUM_UKERNEL
+#define OPF_EXP_SUM_BELOW_UKERNEL(isa, fn)                                                                             \
+    if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
+        table->exp_sum_below_f32 = fn;                                                                                 \
+    }
+#include "expsumbelow.inc"
+#undef OPF_EXP_SUM_BELOW_UKERNEL
 #define OPF_MAX_STREAM_UKERNEL(isa, fn)                                                                                \
     if (opf_level_within(OPF_ISA_##isa, cap) && opf_cpu_supports(OPF_ISA_##isa)) {                                     \
         table->max_stream_f32 = fn;                                                                                    \

@@ -1,6 +1,7 @@
-/* exp_sum.c — opf_exp_sum_blocks_f32 and opf_max_blocks_f32: the dispatch
- * to the ISA's exponential-and-sum kernel and row-maximum kernel (kernels.h,
- * expsum.inc, maxstream.inc). */
+/* exp_sum.c — opf_exp_sum_blocks_f32, opf_exp_sum_blocks_below_f32 and
+ * opf_max_blocks_f32: the dispatch to the ISA's exponential-and-sum kernels
+ * and row-maximum kernel (kernels.h, expsum.inc, expsumbelow.inc,
+ * maxstream.inc). */
 #include "kernels.h"
 
 /* 2^(j / 16), j = 0 .. 15, each rounded to the nearest float. */
@@ -21,6 +22,15 @@ int64_t opf_exp_sum_blocks_bounded_f32(int64_t n, const float *x, float shift, f
 
 int64_t opf_exp_sum_blocks_f32(int64_t n, const float *x, float shift, float *y, int64_t ahead, float acc[32]) {
     return opf_exp_sum_blocks_bounded_f32(n, x, shift, __builtin_inff(), y, ahead, acc);
+}
+
+int64_t opf_exp_sum_blocks_below_f32(int64_t n, const float *x, float shift, float limit, float *y, int64_t ahead,
+                                     float acc[32], opf_earlier_row *earlier) {
+    if (n < 32 || x == NULL || acc == NULL) {
+        return 0;
+    }
+    const opf_exp_sum_below_ukernel fn = opf_kernels_get()->exp_sum_below_f32;
+    return fn != NULL ? fn(n, x, shift, limit, y, ahead, acc, earlier) : 0;
 }
 
 int64_t opf_max_blocks_f32(int64_t n, const float *x, float m[64], opf_earlier_row *earlier) {

@@ -87,6 +87,7 @@ typedef struct opf_row_arg {
     int unread;                         /* an input declared OPF_ARG_SHAPE_ONLY: never prefetched or gathered */
     int stream;                         /* an output computed in scratch, then streamed to its contiguous row */
     size_t scratch_at;                  /* a row gathered or computed in scratch: its offset there (bytes) */
+    size_t scratch_alt;                 /* a streamed output: its second row of scratch (opf_row_scratch_of) */
     int64_t len;                        /* elements of a row (or of the whole tensor) */
     int32_t core;                       /* dims after the batch dims */
     int64_t batch_stride[OPF_MAX_RANK]; /* a batched argument's strides along the batch dims (elements) */
@@ -322,6 +323,16 @@ static void opf_row_range_runs(const opf_row_job *job, int64_t begin, int64_t en
     }
 }
 
+/* A streamed output's row of scratch for the next call: the first of its
+ * two, or the second where the previous call's row waits in the first
+ * (OPF_STORE_ROW_LATER), so that the call may compute into its scratch
+ * while it stores that row (OPF_ROW_SCRATCH then leaves it waiting). A
+ * body that leaves no row keeps one row of scratch, hot in L1. */
+static void *opf_row_scratch_of(const opf_row_arg *a, char *scratch, const opf_row_later *earlier) {
+    char *const first = scratch + a->scratch_at;
+    return earlier->dst != NULL && earlier->src == first ? scratch + a->scratch_alt : first;
+}
+
 /* Stores what waits of a row a call left (OPF_STORE_ROW_LATER), if any. */
 static void opf_row_finish_later(opf_row_later *w) {
     if (w->dst != NULL) {
@@ -423,7 +434,7 @@ static void opf_row_range(opf_row_job *job, int64_t begin, int64_t end, char *ac
                     call.out[k - job->num_in] = row;
                     call.out_len[k - job->num_in] = a->len;
                     /* (the row's scratch, unused by the engine: OPF_ROW_SCRATCH) */
-                    call.scratch[k - job->num_in] = a->len > 0 ? scratch + a->scratch_at : NULL;
+                    call.scratch[k - job->num_in] = a->len > 0 ? opf_row_scratch_of(a, scratch, earlier) : NULL;
                     continue;
                 }
                 streams |= a->stream && streaming;
@@ -663,8 +674,10 @@ opf_status opf_row_engine_run(const opf_op_def *op, const opf_tensor *const *inp
         job.streaming |= a->stream;
         job.stream_outs |= a->stream && rows >= OPF_ROW_DIRECT_MIN_BYTES / row_bytes ? 1u << (k - job.num_in) : 0;
         if (a->batched && (!a->contiguous_rows || a->stream)) {
+            const size_t row = ((size_t)a->len * job.elem + 63) / 64 * 64;
             a->scratch_at = job.scratch_bytes;
-            job.scratch_bytes += ((size_t)a->len * job.elem + 63) / 64 * 64;
+            a->scratch_alt = a->scratch_at + (a->stream ? row : 0);
+            job.scratch_bytes += a->stream ? 2 * row : row;
         } else if (!a->batched && k >= job.num_in) {
             a->acc_at = job.acc_elems; /* a sum over rows, in the blocks' accumulators */
             job.acc_elems += (size_t)a->len;

@@ -125,6 +125,21 @@ extern const float opf_exp_sum_table[16]; /* 2^(j / 16), rounded */
 #include "expsum.inc"
 #undef OPF_EXP_SUM_UKERNEL
 
+/* opf_exp_sum_ukernel's blocks, from the first, while no d = x - shift of
+ * a block is above `limit` (nor its maximum NaN; limit at most
+ * OPF_EXP_SUM_MOST, else none), and after each block the next share of the
+ * lines of `earlier`'s float row (OPF_EARLIER_ROW's plan; NULL, or not a
+ * float row: none). The same e and sums as opf_exp_sum_ukernel for those
+ * blocks. Returns the elements done (a multiple of 32);
+ * opf_exp_sum_blocks_below_f32 (opforge.h). */
+typedef int64_t (*opf_exp_sum_below_ukernel)(int64_t n, const float *x, float shift, float limit, float *y,
+                                             int64_t ahead, float *acc, opf_earlier_row *earlier);
+#define OPF_EXP_SUM_BELOW_UKERNEL(isa, fn)                                                                             \
+    int64_t fn(int64_t n, const float *x, float shift, float limit, float *y, int64_t ahead, float *acc,               \
+               opf_earlier_row *earlier);
+#include "expsumbelow.inc"
+#undef OPF_EXP_SUM_BELOW_UKERNEL
+
 /* The maximum of whole blocks of 64 floats, storing a waiting row among
  * them: m[j] = x[i] > m[j] ? x[i] : m[j] for every i % 64 == j of the blocks
  * of x[0 .. n) (NaN x left out), and after each block the next share of the
@@ -153,8 +168,9 @@ typedef struct opf_kernels {
     opf_gemm_f32_config f32_gemm;
     opf_gemm_f64_config f64_gemm;
     opf_copy_ukernel stream_copy;
-    opf_exp_sum_ukernel exp_sum_f32;       /* NULL at levels without one */
-    opf_max_stream_ukernel max_stream_f32; /* NULL at levels without one */
+    opf_exp_sum_ukernel exp_sum_f32;             /* NULL at levels without one */
+    opf_exp_sum_below_ukernel exp_sum_below_f32; /* NULL at levels without one */
+    opf_max_stream_ukernel max_stream_f32;       /* NULL at levels without one */
 } opf_kernels;
 
 /* The table for the ISA in use (configured once, thread-safe). */

@@ -265,6 +265,49 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
                 : (T)norms_exp_sum_f32((n), (const float *)(x), (float)(s), (float)(bound), (float *)(y), (ahead),     \
                                        opf_math_fma_ok))
 
+/* softmax's exponentials and maximum in one pass (opf_exp_sum_blocks_below_f32),
+ * for a row of floats of one chunk: with a shift guessed from the row's first
+ * NORMS_LANES elements and its last n % NORMS_LANES (the largest of them), the
+ * ISA's kernel does the whole blocks while no x is more than
+ * NORMS_GUESS_SLACK above the shift, and the loop after it the rest (at most
+ * the shift). e^64 times a chunk's 16384 elements stays below FLT_MAX, and
+ * any shift up to the row's maximum gives the same quotients e / sum but for
+ * their rounding. Returns 0 where the kernel stopped short of the last block,
+ * or there is none (other ISA levels, CUDA): the caller then takes the row's
+ * maximum first. */
+#define NORMS_GUESS_SLACK 64.0f
+OPF_KERNEL_FN int64_t norms_exp_below_blocks_f32(int64_t n, const float *x, float s, float *y, int64_t ahead,
+                                                 float *acc, opf_earlier_row *earlier) {
+#if defined(__CUDA_ARCH__)
+    (void)n, (void)x, (void)s, (void)y, (void)ahead, (void)acc, (void)earlier;
+    return 0;
+#else
+    return opf_exp_sum_blocks_below_f32(n, x, s, NORMS_GUESS_SLACK, y, ahead, acc, earlier);
+#endif
+}
+OPF_KERNEL_FN int norms_exp_sum_guessed_f32(int64_t n, const float *x, float *y, int64_t ahead,
+                                            opf_earlier_row *earlier, int fused, float *shift, float *sum) {
+    typedef float T;
+    const int64_t blocks = n - n % NORMS_LANES;
+    const float first = norms_max_f32(NORMS_LANES, x, NULL), last = norms_max_f32(n - blocks, x + blocks, NULL);
+    const float s = first > last ? first : last;
+    if (n < NORMS_BLOCKS_MIN || !(s > -__builtin_inff() && s < __builtin_inff())) {
+        return 0;
+    }
+    T acc[NORMS_LANES], t;
+    for (int j = 0; j < NORMS_LANES; j++) {
+        acc[j] = 0;
+    }
+    int64_t i = norms_exp_below_blocks_f32(n, x, s, y, ahead, acc, earlier);
+    if (i < blocks) {
+        return 0;
+    }
+    NORMS_EXP_SUM_LOOPS(T, n, x, s, y, ahead, fused, acc, i, t)
+    *shift = s;
+    *sum = t;
+    return 1;
+}
+
 /* The row in chunks of `chunk` elements (at most NORMS_CHUNKS of them), each
  * with its own shift c (its maximum; 0 when that is -inf): y = exp(x - c)
  * (when `store`), and the chunk's sum (NORMS_EXP_SUM: no pass of its own).
@@ -316,12 +359,20 @@ OPF_ROW_KERNEL(softmax, (x), (y), {
     const int64_t chunk = NORMS_EXP_CHUNK(n);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
     T *e;
-    if (n <= chunk) { /* NORMS_EXP_CHUNKS' one chunk, its maximum's pass storing the earlier row */
-        OPF_EARLIER_ROW(earlier, NORMS_MAX_STEPS_T(n));
-        m = NORMS_MAX_EARLIER(n, x, &earlier);
-        e = OPF_ROW_SCRATCH(y);
-        shift[0] = m == -(T)__builtin_inf() ? (T)0 : m;
-        sum[0] = n > 0 ? NORMS_EXP_SUM(n, x, shift[0], m, e, NORMS_AHEAD(n)) : (T)0;
+    if (n <= chunk) {           /* NORMS_EXP_CHUNKS' one chunk, its first pass storing the earlier row */
+        e = OPF_ROW_SCRATCH(y); /* (where the engine streams, the earlier row waits in its other row of scratch) */
+        const int guessed = !OPF_IS_F64 && n >= NORMS_BLOCKS_MIN;
+        OPF_EARLIER_ROW(earlier, guessed ? n / NORMS_LANES : NORMS_MAX_STEPS_T(n));
+        float gs = 0, gsum = 0;
+        if (guessed && norms_exp_sum_guessed_f32(n, (const float *)x, (float *)e, NORMS_AHEAD(n), &earlier,
+                                                 opf_math_fma_ok, &gs, &gsum)) {
+            m = shift[0] = (T)gs;
+            sum[0] = (T)gsum;
+        } else { /* the maximum, then the exponentials */
+            m = NORMS_MAX_EARLIER(n, x, &earlier);
+            shift[0] = m == -(T)__builtin_inf() ? (T)0 : m;
+            sum[0] = n > 0 ? NORMS_EXP_SUM(n, x, shift[0], m, e, NORMS_AHEAD(n)) : (T)0;
+        }
     } else {
         e = OPF_ROW_SCRATCH(y);
         NORMS_EXP_CHUNKS(T, n, x, e, chunk, shift, sum, m, 1)

@@ -957,9 +957,10 @@ TEST(test_special_rows) {
 /* The same rules on rows long enough for the exponentials' vector kernel
  * (opf_exp_sum_blocks_f32: rows of 256 floats and more, whole blocks of
  * 32, the rest in the authored loop): +inf, NaN, -inf (masked) elements and
- * terms that underflow, in the blocks and in the rest. */
+ * terms that underflow, in the blocks and in the rest; and rows on which
+ * softmax's one pass holds or gives way to the maximum's pass. */
 TEST(test_special_long_rows) {
-    enum { ROWS = 7, M = 300 };
+    enum { ROWS = 12, M = 300 };
     double *rows = xcalloc(ROWS * M, sizeof(double)), *want = xcalloc(ROWS * M, sizeof(double));
     rng r = rng_seed(31);
     for (int i = 0; i < ROWS * M; i++) {
@@ -978,6 +979,17 @@ TEST(test_special_long_rows) {
         rows[4 * M + j] = -(double)j;
     }
     rows[5 * M + 7] = 80.0; /* one term dominates: the others underflow */
+    /* the shift that softmax's one pass guesses from a row's first 32 and last M % 32
+     * elements (opf_exp_sum_blocks_below_f32): wrong by more than its slack of 64 (a
+     * maximum's pass after part of the exponentials; e^100 overflows), by less (terms up to e^56), -inf
+     * (none guessed), -1e9 (left padding), right (the maximum among the last elements) */
+    rows[7 * M + 200] = 100.0;
+    rows[8 * M + 100] = 60.0;
+    for (int j = 0; j < 32; j++) {
+        rows[9 * M + j] = -INFINITY;
+        rows[10 * M + j] = -1e9;
+    }
+    rows[11 * M + M - 5] = 50.0;
     int64_t shape[2] = {ROWS, M};
     for (int dt = 0; dt < 2; dt++) {
         const opf_dtype dtype = dt ? OPF_F64 : OPF_F32;
@@ -1265,7 +1277,8 @@ TEST(test_large_rows) {
  * goes out with the next row's first: opf_row_edge), rows of whole lines
  * and not. Every row against the reference once, then the same bits in
  * every other layout; the outputs start as NaN, so that a row, or the end of
- * one, left unstored shows. */
+ * one, left unstored shows. softmax's float rows come in five kinds, every
+ * other row one whose first pass changes course (see the loop on x). */
 TEST(test_later_rows) {
     static const struct {
         const char *op;
@@ -1290,6 +1303,25 @@ TEST(test_later_rows) {
         void *mean = xcalloc((size_t)R, (size_t)elem), *rstd = xcalloc((size_t)R, (size_t)elem);
         char *block = xcalloc(bytes + 128, 1);
         fill_uniform(&r, dtype, x, count, -6, 6);
+        for (int64_t i = 0; !norm && dtype == OPF_F32 && i < R; i++) {
+            /* rows whose shift, guessed from their first and last elements, fails or holds
+             * (opf_exp_sum_blocks_below_f32): a maximum 100 above the first block's (the
+             * maximum's pass after part of the exponentials; e^100 overflows), 40 above it (one pass, terms up to
+             * e^46), first elements of -inf (no guess) or of -1e9 (left padding), the maximum
+             * among the last elements */
+            float *const xi = (float *)x + i * M;
+            if (i % 5 == 1) {
+                xi[M / 2] = 100.0f;
+            } else if (i % 5 == 2) {
+                xi[M / 3] = 40.0f;
+            } else if (i % 5 == 3) {
+                for (int64_t j = 0; j < 40; j++) {
+                    xi[j] = i % 2 ? -INFINITY : -1e9f;
+                }
+            } else if (i % 5 == 4) {
+                xi[M - 2] = 30.0f;
+            }
+        }
         fill_uniform(&r, dtype, w, (size_t)M, 0.5, 1.5);
         fill_uniform(&r, dtype, b, (size_t)M, -1, 1);
         double *xr = xcalloc((size_t)M, sizeof(double)), *want = xcalloc((size_t)M, sizeof(double)),

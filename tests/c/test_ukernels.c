@@ -1282,6 +1282,117 @@ static void test_exp_sum_registry(void) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* The one-pass exponential kernels (expsumbelow.inc)                       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct exp_sum_below_case {
+    const char *name;
+    opf_isa isa;
+    opf_exp_sum_below_ukernel fn;
+} exp_sum_below_case;
+
+static const exp_sum_below_case exp_sum_below_cases[] = {
+#define OPF_EXP_SUM_BELOW_UKERNEL(isa, fn) {#fn, OPF_ISA_##isa, fn},
+#include "expsumbelow.inc"
+#undef OPF_EXP_SUM_BELOW_UKERNEL
+    {NULL, OPF_ISA_SCALAR, NULL},
+};
+
+/* The exponential kernel of `isa` (expsum.inc), NULL if none. */
+static opf_exp_sum_ukernel exp_sum_of(opf_isa isa) {
+    for (size_t c = 0; exp_sum_cases[c].name != NULL; c++) {
+        if (exp_sum_cases[c].isa == isa) {
+            return exp_sum_cases[c].fn;
+        }
+    }
+    return NULL;
+}
+
+/* Each kernel the CPU runs, shift 3 and limit 20: on x within the limit
+ * (one x exactly at shift + limit) every whole block, with the same terms
+ * and partial sums as the level's opf_exp_sum_ukernel; a block with an x
+ * above the limit, or a NaN first element, stops it there (nothing stored
+ * past the blocks done), with a waiting row of 23 lines stored one line a
+ * block done (y = src * factor, streamed; the lines after those untouched;
+ * the plan's record moved on); a limit above OPF_EXP_SUM_MOST does
+ * nothing; then the public entry at the level in use. */
+static void test_exp_sum_below_registry(void) {
+    enum { N = 32 * 12 + 7, LINES = 23 };
+    const float shift = 3.0f, limit = 20.0f;
+    float *x = xcalloc(N, sizeof(float)), *y = xcalloc(N + 32, sizeof(float)), *want = xcalloc(N, sizeof(float));
+    float *src = aligned_alloc(64, 64 * LINES), *dst = aligned_alloc(64, 64 * LINES);
+    rng r = rng_seed(73);
+    fill_uniform_f32(&r, x, N, -40, 22);
+    x[32 * 4 + 9] = shift + limit;
+    fill_uniform_f32(&r, src, 16 * LINES, -1, 1);
+    for (size_t c = 0; exp_sum_below_cases[c].name != NULL; c++) {
+        const exp_sum_below_case *k = &exp_sum_below_cases[c];
+        const opf_exp_sum_ukernel plain = exp_sum_of(k->isa);
+        if (!opf_cpu_supports(k->isa) || !CHECK(plain != NULL, "%s: no exponential kernel of its level", k->name)) {
+            continue;
+        }
+        harness_begin(k->name);
+        float acc[32] = {0}, acc_want[32] = {0};
+        const int64_t blocks = N - N % 32;
+        CHECK(plain(N, x, shift, INFINITY, want, 0, acc_want) == blocks, "%s: the plain kernel's blocks", k->name);
+        CHECK(k->fn(N, x, shift, limit, y, 0, acc, NULL) == blocks, "%s: x within the limit: every block", k->name);
+        CHECK_SAME_BITS(y, want, (size_t)blocks, sizeof(float), "%s: the terms", k->name);
+        CHECK_SAME_BITS(acc, acc_want, 32, sizeof(float), "%s: the partial sums", k->name);
+        for (int stop = 0; stop < 2; stop++) {
+            float xs[N];
+            memcpy(xs, x, sizeof xs);
+            const int64_t at = stop ? 32 * 9 : 32 * 6; /* the block that stops it */
+            if (stop) {
+                xs[at] = NAN;
+            } else {
+                xs[at + 17] = nextafterf(shift + limit, INFINITY);
+            }
+            for (int i = 0; i < N + 32; i++) {
+                y[i] = 7.0f;
+            }
+            for (int i = 0; i < 16 * LINES; i++) {
+                dst[i] = 7.0f;
+            }
+            opf_row_later w = {.dst = dst, .src = src, .factor = 0.25, .len = 16 * LINES, .lines = LINES, .elem = 4};
+            opf_earlier_row plan = {.w = &w,
+                                    .dst = (char *)dst,
+                                    .src = (const char *)src,
+                                    .left = LINES,
+                                    .share = 1,
+                                    .factor = 0.25,
+                                    .elem = 4};
+            float a[32] = {0};
+            const int64_t done = k->fn(N, xs, shift, limit, y, 0, a, &plan);
+            CHECK(done == at, "%s, %s: stopped at %lld, expected %lld", k->name, stop ? "NaN" : "above the limit",
+                  (long long)done, (long long)at);
+            CHECK_SAME_BITS(y, want, (size_t)at, sizeof(float), "%s: the terms before the stop", k->name);
+            CHECK(y[at] == 7.0f && y[N] == 7.0f, "%s: stored past the blocks done", k->name);
+            const int64_t stored = at / 32 < LINES ? at / 32 : LINES;
+            int bad = 0;
+            for (int i = 0; i < 16 * LINES && !bad; i++) {
+                const float expect = i < 16 * stored ? src[i] * 0.25f : 7.0f;
+                bad = !CHECK(dst[i] == expect, "%s: dst[%d] = %g, expected %g", k->name, i, (double)dst[i],
+                             (double)expect);
+            }
+            CHECK(plan.left == LINES - stored && w.stored == stored && plan.dst == (char *)(dst + 16 * stored),
+                  "%s: the plan left %lld lines, recorded %lld stored", k->name, (long long)plan.left,
+                  (long long)w.stored);
+        }
+        float a2[32] = {0};
+        CHECK(k->fn(N, x, shift, OPF_EXP_SUM_MOST * 2, y, 0, a2, NULL) == 0, "%s: a limit above 88.03", k->name);
+        harness_end();
+    }
+    harness_begin("opf_exp_sum_blocks_below_f32");
+    float acc[32] = {0};
+    CHECK(opf_exp_sum_blocks_below_f32(31, x, shift, limit, y, 0, acc, NULL) == 0, "31 elements: no whole block");
+    const int64_t done = opf_exp_sum_blocks_below_f32(N, x, shift, limit, y, 0, acc, NULL);
+    CHECK(done == (opf_kernels_get()->exp_sum_below_f32 != NULL ? (int64_t)(N - N % 32) : 0), "did %lld at level %s",
+          (long long)done, opf_isa_name(opf_get_isa()));
+    harness_end();
+    free(x), free(y), free(want), free(src), free(dst);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The row-maximum kernels (maxstream.inc)                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -1380,6 +1491,7 @@ int main(void) {
     test_gemm_registry();
     test_copy_registry();
     test_exp_sum_registry();
+    test_exp_sum_below_registry();
     test_max_stream_registry();
     RUN_TEST(test_dispatch_levels);
     RUN_TEST(test_dispatch_gemm_configs);

@@ -1,9 +1,11 @@
 /* expsum.tmpl.h — the exponential-and-sum kernel (kernels.h says what it
  * computes), once for every ISA: included after a float32 SIMD vocabulary
  * (simd/<isa>-f32.h) that has the exponential's steps, with OPF_EXP_SUM_NAME
- * defined. The 32 partial sums are OPF_EXP_SUM_VECS vectors, lane j of the
+ * and OPF_EXP_SUM_BELOW_NAME defined. The 32 partial sums are OPF_EXP_SUM_VECS vectors, lane j of the
  * block in partial sum j whatever the vector length, so that every variant
  * adds the same terms in the same order. */
+#include "simd/earlier.h"
+
 #define OPF_EXP_SUM_VECS (32 / OPF_VEC_LEN)
 
 /* e^d: d = (k + f) ln2 / 16 (k in t's low bits), e^d = 2^(k/16) e^r; for
@@ -78,6 +80,41 @@ int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float bound, fl
     for (; i + 32 <= n; i += 32) {
         opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, ahead, 1);
     }
+    for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
+        opf_vstoreu(acc + v * OPF_VEC_LEN, a[v]);
+    }
+    return i;
+}
+
+/* The blocks of 32 from the first while no x - shift of a block is above
+ * `limit` (at most OPF_EXP_SUM_MOST), with the waiting row's lines of
+ * `earlier` a share a block: softmax's exponentials and its maximum in one
+ * pass (kernels.h: opf_exp_sum_below_ukernel). A block whose maximum is NaN
+ * stops it too; a NaN x that the maximum drops (opf_vmax keeps b) has e =
+ * NaN, as the exponential's. */
+int64_t OPF_EXP_SUM_BELOW_NAME(int64_t n, const float *x, float shift, float limit, float *y, int64_t ahead, float *acc,
+                               opf_earlier_row *earlier) {
+    const opf_vexp_table table = opf_vexp_table_load(opf_exp_sum_table);
+    const opf_vec s = opf_vset1(shift);
+    opf_vec a[OPF_EXP_SUM_VECS];
+    for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
+        a[v] = opf_vloadu(acc + v * OPF_VEC_LEN);
+    }
+    opf_earlier_lines lines = opf_earlier_lines_begin(earlier);
+    int64_t i = 0;
+    for (; limit <= OPF_EXP_SUM_MOST && i + 32 <= n; i += 32) {
+        opf_vec xmax = opf_vloadu(x + i);
+        for (int v = 1; v < OPF_EXP_SUM_VECS; v++) {
+            xmax = opf_vmax(opf_vloadu(x + i + v * OPF_VEC_LEN), xmax);
+        }
+        /* (x - shift rounds monotonically: no d of the block above the maximum's) */
+        if (opf_vany_above_or_nan(opf_vsub(xmax, s), limit)) {
+            break;
+        }
+        opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, ahead, 0);
+        opf_earlier_lines_step(&lines);
+    }
+    opf_earlier_lines_end(earlier, &lines);
     for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
         opf_vstoreu(acc + v * OPF_VEC_LEN, a[v]);
     }
