@@ -774,9 +774,10 @@ OPF_API int64_t opf_max_blocks_f32(int64_t n, const float *x, float m[64], struc
  * the same quotients e_i / sum up to rounding, and one within `limit` of
  * every x keeps the sum finite) takes the row's maximum and starts again
  * where it stopped short. The row then goes from memory through the cache
- * once, its stores among the exponentials: softmax [8192, 4096] float32 on
- * one thread of an Intel Xeon (AVX-512) ran 1.1-1.2 times as fast as with a
- * pass for the maximum first. Thread-safe; CPU code only. */
+ * once, its stores among the exponentials: softmax [8192, 4096] float32 at
+ * NumPy's offset on an Intel Xeon (AVX-512) ran 1.04-1.09 times as fast on
+ * one thread as with the maximum's pass first (rows of 1024: 1.3-1.4).
+ * Thread-safe; CPU code only. */
 OPF_API int64_t opf_exp_sum_blocks_below_f32(int64_t n, const float *x, float shift, float limit, float *y,
                                              int64_t ahead, float acc[32], struct opf_earlier_row *earlier);
 
@@ -1349,7 +1350,8 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
  * Intel Xeon (Emerald Rapids), softmax [8192, 4096] float32 ran 1.09-1.11
  * times as fast on one and two threads (the stores of each row under the
  * next row's maximum, opf_max_blocks_f32), 1.01-1.06 with rows 16 bytes
- * past a line.
+ * past a line; since, it stores them among the exponentials of a first
+ * pass that writes the scratch (opf_exp_sum_blocks_below_f32).
  * Where the engine does not stream y, or src is not the scratch, or the
  * call has left a row already (one a call: a second output's is stored
  * now), it is OPF_STORE_ROW's loop.
@@ -1361,10 +1363,14 @@ OPF_KERNEL_FN void *opf__row_scratch(const opf_row_args *args, int slot, void *y
  * opf_earlier_row_step(&plan) once a step, between the iterations of its
  * loops (within one, the loop's partial results would live in memory). Nothing
  * waits on the first row, nor where the engine does not stream (the steps
- * then do nothing). The previous row's values wait in this row's scratch:
- * OPF_ROW_SCRATCH(y) first stores whatever the steps left, so that a body
- * may write its scratch once it holds the pointer. A helper that runs the
- * pass takes an `opf_earlier_row *` (NULL: none).
+ * then do nothing). What the steps leave the engine stores after the call.
+ * The previous row's values wait in the other of the output's two rows of
+ * scratch (the engine alternates them while rows wait), so a body may take
+ * OPF_ROW_SCRATCH(y) before its first pass and write it during the pass
+ * (softmax's exponentials, opf_exp_sum_blocks_below_f32); where they wait
+ * in the scratch it returns (an engine with one row of scratch),
+ * OPF_ROW_SCRATCH stores them first. A helper that runs the pass takes an
+ * `opf_earlier_row *` (NULL: none).
  */
 #define OPF_STORE_ROW_LATER(y, src, factor)                                                                            \
     do {                                                                                                               \

@@ -288,10 +288,13 @@ OPF_KERNEL_FN int64_t norms_exp_below_blocks_f32(int64_t n, const float *x, floa
 OPF_KERNEL_FN int norms_exp_sum_guessed_f32(int64_t n, const float *x, float *y, int64_t ahead,
                                             opf_earlier_row *earlier, int fused, float *shift, float *sum) {
     typedef float T;
+    if (n < NORMS_BLOCKS_MIN) {
+        return 0;
+    }
     const int64_t blocks = n - n % NORMS_LANES;
     const float first = norms_max_f32(NORMS_LANES, x, NULL), last = norms_max_f32(n - blocks, x + blocks, NULL);
     const float s = first > last ? first : last;
-    if (n < NORMS_BLOCKS_MIN || !(s > -__builtin_inff() && s < __builtin_inff())) {
+    if (!(s > -__builtin_inff() && s < __builtin_inff())) { /* (-inf: no finite x there; +inf: NaN throughout) */
         return 0;
     }
     T acc[NORMS_LANES], t;
@@ -353,8 +356,10 @@ OPF_KERNEL_FN int norms_exp_sum_guessed_f32(int64_t n, const float *x, float *y,
  * factor, which that store applies; a longer row's chunks are scaled in
  * place first. A row with +inf or NaN, or of -inf only, is NaN throughout
  * (as torch.softmax): its sum is NaN, or 0 with max = -inf. A float row of
- * one chunk leaves its stores to the next row's maximum (OPF_STORE_ROW_LATER,
- * opf_max_blocks_f32), so that memory writes it while the next is read. */
+ * one chunk leaves its stores to the next row's first pass
+ * (OPF_STORE_ROW_LATER), so that memory writes it while the next is read:
+ * the exponentials with a guessed shift where that holds
+ * (norms_exp_sum_guessed_f32), else the maximum (opf_max_blocks_f32). */
 OPF_ROW_KERNEL(softmax, (x), (y), {
     const int64_t chunk = NORMS_EXP_CHUNK(n);
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
@@ -511,16 +516,22 @@ OPF_KERNEL_FN double norms_log_normal_f64(double t, int fused) {
                                              : opf_log(t))
 
 /* y = (x - max) - log(sum(exp(x - max))), the sum from the chunks' sums of
- * exp(x - c). Chunks of 64 KiB, as softmax's: a row of up to 16384 floats is
- * one chunk, whose exponentials ask for the whole next row while they are
- * computed (chunks of 1024 elements asked for the next chunk only, and for
- * 4 KiB of the next row: [8192, 4096] float32 1.34 times as fast on one
- * thread of an Intel Xeon, 1.28-1.29 on two, float64 1.22-1.23, results
- * within an ulp of the chunked sums'). */
+ * exp(x - c); a float row of one chunk in one pass with a guessed shift for
+ * max where that holds (norms_exp_sum_guessed_f32, as softmax). Chunks of 64 KiB, as softmax's: a row of up to 16384
+ * floats is one chunk, whose exponentials ask for the whole next row while they are computed (chunks of 1024 elements
+ * asked for the next chunk only, and for 4 KiB of the next row: [8192, 4096] float32 1.34 times as fast on one thread
+ * of an Intel Xeon, 1.28-1.29 on two, float64 1.22-1.23, results within an ulp of the chunked sums'). */
 OPF_ROW_KERNEL(log_softmax, (x), (y), {
     const int64_t chunk = NORMS_EXP_CHUNK(n); /* (as softmax's: see above) */
     T shift[NORMS_CHUNKS], sum[NORMS_CHUNKS], m = -(T)__builtin_inf();
-    NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 0)
+    float gs = 0, gsum = 0;
+    if (!OPF_IS_F64 && n <= chunk &&
+        norms_exp_sum_guessed_f32(n, (const float *)x, NULL, NORMS_AHEAD(n), NULL, opf_math_fma_ok, &gs, &gsum)) {
+        m = shift[0] = (T)gs; /* (one pass, as softmax's: m is the guessed shift) */
+        sum[0] = (T)gsum;
+    } else {
+        NORMS_EXP_CHUNKS(T, n, x, y, chunk, shift, sum, m, 0)
+    }
     NORMS_EXP_CHUNKS_ASKED(n, x, y, chunk)
     T total = 0;
     for (int64_t at = 0, k = 0; at < n; at += chunk, k++) {
