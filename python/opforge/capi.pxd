@@ -337,6 +337,8 @@ cdef extern from "opforge.h" nogil:
     # Opaque here: OPF_EARLIER_ROW's plan, a row body's (opforge.h).
     cdef struct opf_earlier_row
     int64_t opf_max_blocks_f32(int64_t n, const float *x, float *m, opf_earlier_row *earlier)
+    int64_t opf_exp_sum_blocks_below_f32(int64_t n, const float *x, float shift, float limit, float *y,
+                                         int64_t ahead, float *acc, opf_earlier_row *earlier)
     opf_status opf_matmul(const opf_tensor *x, const opf_tensor *w, const opf_tensor *b,
                           const opf_eltwise_kernel *epilogue, const opf_attr_value *attrs, const opf_tensor *y)
 

@@ -1,5 +1,5 @@
-/* expsum.c — avx2 exponential-and-sum kernel and row-maximum kernel, f32 (see simd/expsum.tmpl.h,
- * simd/maxstream.tmpl.h). */
+/* expsum.c — avx2 exponential-and-sum kernels (the blocks, and the blocks below a limit in one
+ * pass) and row-maximum kernel, f32 (see simd/expsum.tmpl.h, simd/maxstream.tmpl.h). */
 #include "kernels.h"
 #include "simd/avx2-f32.h"
 
