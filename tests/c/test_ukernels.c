@@ -1315,7 +1315,8 @@ static opf_exp_sum_ukernel exp_sum_of(opf_isa isa) {
  * past the blocks done), with a waiting row of 23 lines stored one line a
  * block done (y = src * factor, streamed; the lines after those untouched;
  * the plan's record moved on); a limit above OPF_EXP_SUM_MOST does
- * nothing; then the public entry at the level in use. */
+ * nothing; then the public entry at the level in use, and with a NaN shift
+ * or limit, or no x or acc (nothing done). */
 static void test_exp_sum_below_registry(void) {
     enum { N = 32 * 12 + 7, LINES = 23 };
     const float shift = 3.0f, limit = 20.0f;
@@ -1385,6 +1386,11 @@ static void test_exp_sum_below_registry(void) {
     harness_begin("opf_exp_sum_blocks_below_f32");
     float acc[32] = {0};
     CHECK(opf_exp_sum_blocks_below_f32(31, x, shift, limit, y, 0, acc, NULL) == 0, "31 elements: no whole block");
+    CHECK(opf_exp_sum_blocks_below_f32(N, x, NAN, limit, y, 0, acc, NULL) == 0, "a NaN shift: no block");
+    CHECK(opf_exp_sum_blocks_below_f32(N, x, shift, NAN, y, 0, acc, NULL) == 0, "a NaN limit: no block");
+    CHECK(opf_exp_sum_blocks_below_f32(N, NULL, shift, limit, y, 0, acc, NULL) == 0 &&
+              opf_exp_sum_blocks_below_f32(N, x, shift, limit, y, 0, NULL, NULL) == 0,
+          "no x, no acc: nothing done");
     const int64_t done = opf_exp_sum_blocks_below_f32(N, x, shift, limit, y, 0, acc, NULL);
     CHECK(done == (opf_kernels_get()->exp_sum_below_f32 != NULL ? (int64_t)(N - N % 32) : 0), "did %lld at level %s",
           (long long)done, opf_isa_name(opf_get_isa()));
