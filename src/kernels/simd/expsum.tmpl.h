@@ -24,6 +24,16 @@ static inline opf_vec opf_vexp(opf_vec d, opf_vexp_table table) {
     return opf_vexp_finish(d, opf_vexp_scale(t, k, table), p, OPF_EXP_SUM_LEAST);
 }
 
+/* The largest x of a block of 32 (opf_vmax: a lane whose maximum is NaN
+ * stays NaN; a NaN x after the first vector may be dropped). */
+static inline opf_vec opf_exp_sum_block_max(const float *x) {
+    opf_vec xmax = opf_vloadu(x);
+    for (int v = 1; v < OPF_EXP_SUM_VECS; v++) {
+        xmax = opf_vmax(opf_vloadu(x + v * OPF_VEC_LEN), xmax);
+    }
+    return xmax;
+}
+
 /* One block of 32: e = exp(x - s) stored to y (unless NULL) and added into
  * the partial sums a, the two lines `ahead` bytes past x asked for into L2
  * (as opf_prefetch_at); `checked`: d above OPF_EXP_SUM_MOST is looked for
@@ -45,11 +55,7 @@ static inline void opf_exp_sum_block(const float *x, opf_vec s, float *y, opf_ve
      * maximum: one operation a vector of about 15. */
     int over = 0;
     if (checked) {
-        opf_vec xmax = opf_vloadu(x);
-        for (int v = 1; v < OPF_EXP_SUM_VECS; v++) {
-            xmax = opf_vmax(opf_vloadu(x + v * OPF_VEC_LEN), xmax);
-        }
-        over = opf_vany_above_or_nan(opf_vsub(xmax, s), OPF_EXP_SUM_MOST);
+        over = opf_vany_above_or_nan(opf_vsub(opf_exp_sum_block_max(x), s), OPF_EXP_SUM_MOST);
     }
     for (int v = 0; v < OPF_EXP_SUM_VECS; v++) {
         const opf_vec d = opf_vsub(opf_vloadu(x + v * OPF_VEC_LEN), s);
@@ -103,12 +109,8 @@ int64_t OPF_EXP_SUM_BELOW_NAME(int64_t n, const float *x, float shift, float lim
     opf_earlier_lines lines = opf_earlier_lines_begin(earlier);
     int64_t i = 0;
     for (; limit <= OPF_EXP_SUM_MOST && i + 32 <= n; i += 32) {
-        opf_vec xmax = opf_vloadu(x + i);
-        for (int v = 1; v < OPF_EXP_SUM_VECS; v++) {
-            xmax = opf_vmax(opf_vloadu(x + i + v * OPF_VEC_LEN), xmax);
-        }
         /* (x - shift rounds monotonically: no d of the block above the maximum's) */
-        if (opf_vany_above_or_nan(opf_vsub(xmax, s), limit)) {
+        if (opf_vany_above_or_nan(opf_vsub(opf_exp_sum_block_max(x + i), s), limit)) {
             break;
         }
         opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, ahead, 0);
