@@ -777,7 +777,14 @@ OPF_API int64_t opf_max_blocks_f32(int64_t n, const float *x, float m[64], struc
  * once, its stores among the exponentials: softmax [8192, 4096] float32 at
  * NumPy's offset on an Intel Xeon (AVX-512) ran 1.04-1.09 times as fast on
  * one thread as with the maximum's pass first (rows of 1024: 1.3-1.4).
- * Thread-safe; CPU code only. */
+ * limit = +INFINITY: every whole block, without looking for a larger x;
+ * where an x - shift is above 88.03 (or NaN, or the shift NaN), the e of
+ * it is above 2^127 or not finite, and so is the sum of the acc that holds
+ * it; else the same e and sums. A caller that guessed its shift takes the
+ * row's maximum where that sum, all terms added, is above 2^127 or NaN
+ * (which says the same at every level that has the kernel), and spares the
+ * look: log_softmax [8192, 4096] float32 ran 1.20-1.26 times as fast as
+ * with a limit of 64 on the same Xeon. Thread-safe; CPU code only. */
 OPF_API int64_t opf_exp_sum_blocks_below_f32(int64_t n, const float *x, float shift, float limit, float *y,
                                              int64_t ahead, float acc[32], struct opf_earlier_row *earlier);
 

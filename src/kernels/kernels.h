@@ -131,7 +131,9 @@ extern const float opf_exp_sum_table[16]; /* 2^(j / 16), rounded */
  * lines of `earlier`'s float row (OPF_EARLIER_ROW's plan; NULL, or not a
  * float row: none). The same e and sums as opf_exp_sum_ukernel for those
  * blocks. Returns the elements done (a multiple of 32);
- * opf_exp_sum_blocks_below_f32 (opforge.h). */
+ * opf_exp_sum_blocks_below_f32 (opforge.h). limit = +inf: every block, an
+ * e above 2^127 or not finite for every d above OPF_EXP_SUM_MOST or NaN
+ * (simd/expsum.tmpl.h). */
 typedef int64_t (*opf_exp_sum_below_ukernel)(int64_t n, const float *x, float shift, float limit, float *y,
                                              int64_t ahead, float *acc, opf_earlier_row *earlier);
 #define OPF_EXP_SUM_BELOW_UKERNEL(isa, fn)                                                                             \

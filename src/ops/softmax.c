@@ -268,21 +268,24 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
 /* softmax's exponentials and maximum in one pass (opf_exp_sum_blocks_below_f32),
  * for a row of floats of one chunk: with a shift guessed from the row's first
  * NORMS_LANES elements and its last n % NORMS_LANES (the largest of them), the
- * ISA's kernel does the whole blocks while no x is more than
- * NORMS_GUESS_SLACK above the shift, and the loop after it the rest (at most
- * the shift). e^64 times a chunk's 16384 elements stays below FLT_MAX, and
- * any shift up to the row's maximum gives the same quotients e / sum but for
- * their rounding. Returns 0 where the kernel stopped short of the last block,
- * or there is none (other ISA levels, CUDA): the caller then takes the row's
- * maximum first. */
-#define NORMS_GUESS_SLACK 64.0f
+ * ISA's kernel does every whole block and the loop after it the rest (at most
+ * the shift); the sum then tells whether the guess held. Any shift up to the
+ * row's maximum gives the same quotients e / sum but for their rounding, so
+ * long as no x - shift is above OPF_EXP_SUM_MOST (88.03, where e would pass
+ * 2^127: the kernel's e is then above 2^127 or not finite, as is the sum)
+ * and the sum is finite: a sum of at most 2^127 says both (no e is above
+ * it). Returns 0 where it is not (a guess more than 88 below the maximum,
+ * +inf or NaN in the row, or a sum that large), or where the kernel did not
+ * do the blocks (other ISA levels, CUDA): the caller then takes the row's
+ * maximum first. Rows that fall back are the same at every ISA level (the
+ * same e and sums up to the test). */
 OPF_KERNEL_FN int64_t norms_exp_below_blocks_f32(int64_t n, const float *x, float s, float *y, int64_t ahead,
                                                  float *acc, opf_earlier_row *earlier) {
 #if defined(__CUDA_ARCH__)
     (void)n, (void)x, (void)s, (void)y, (void)ahead, (void)acc, (void)earlier;
     return 0;
 #else
-    return opf_exp_sum_blocks_below_f32(n, x, s, NORMS_GUESS_SLACK, y, ahead, acc, earlier);
+    return opf_exp_sum_blocks_below_f32(n, x, s, __builtin_inff(), y, ahead, acc, earlier);
 #endif
 }
 OPF_KERNEL_FN int norms_exp_sum_guessed_f32(int64_t n, const float *x, float *y, int64_t ahead,
@@ -306,6 +309,9 @@ OPF_KERNEL_FN int norms_exp_sum_guessed_f32(int64_t n, const float *x, float *y,
         return 0;
     }
     NORMS_EXP_SUM_LOOPS(T, n, x, s, y, ahead, fused, acc, i, t)
+    if (!(t <= 0x1p127f)) {
+        return 0;
+    }
     *shift = s;
     *sum = t;
     return 1;

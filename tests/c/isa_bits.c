@@ -80,6 +80,49 @@ static int isa_bits_column_sums(const int64_t *lens, size_t count, int64_t rows,
     return 0;
 }
 
+/* softmax and log_softmax, float32, on rows whose one pass guesses its shift
+ * from the first 32 and last n % 32 elements (all -50 here) and finds one x
+ * 87.95 to 88.85 above it (row r: 87.95 + 0.025 r), the others 10 to 80
+ * above: the guess holds or not (an e above 2^127, or its sum) on the same
+ * rows at every level that has the one pass (its kernel: AVX2, AVX-512).
+ * The scalar and portable levels take the maximum's pass on every row: the
+ * quotients then round otherwise where the guess is not the maximum (the
+ * lines marked "(vector levels)", compared among those levels only). */
+static int isa_bits_guessed_rows(uint32_t *state) {
+    static const char *const ops[] = {"softmax", "log_softmax"};
+    static const int64_t lens[] = {256, 1000, 4096};
+    const int64_t rows = 37;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        const opf_op_def *op = opf_op_find(opf_builtin_ops(), ops[o]);
+        for (size_t l = 0; op != NULL && l < sizeof lens / sizeof lens[0]; l++) {
+            const int64_t n = lens[l];
+            float *x = malloc((size_t)(rows * n) * sizeof(float)), *y = malloc((size_t)(rows * n) * sizeof(float));
+            if (!x || !y) {
+                fprintf(stderr, "isa_bits: out of memory\n");
+                return 1;
+            }
+            for (int64_t i = 0; i < rows * n; i++) {
+                const int64_t j = i % n;
+                const int guessed_from = j < 32 || j >= n - n % 32;
+                *state = *state * 1103515245u + 12345u;
+                x[i] = guessed_from ? -50.0f : -40.0f + (float)((*state >> 8) % 70000) / 1000.0f;
+                x[i] = j == n / 2 ? -50.0f + 87.95f + 0.025f * (float)(i / n) : x[i];
+            }
+            int64_t shape[2] = {rows, n};
+            opf_tensor tx = opf_tensor_make(x, OPF_F32, 2, shape), ty = opf_tensor_make(y, OPF_F32, 2, shape);
+            const opf_tensor *ins[1] = {&tx}, *outs[1] = {&ty};
+            if (opf_op_run(op, ins, outs, NULL) != OPF_OK) {
+                fprintf(stderr, "isa_bits: %s\n", opf_last_error());
+                return 1;
+            }
+            printf("%s float32 %lld, guessed shifts (vector levels): %016llx\n", ops[o], (long long)n,
+                   (unsigned long long)isa_bits_hash(y, (size_t)(rows * n) * sizeof(float)));
+            free(x), free(y);
+        }
+    }
+    return 0;
+}
+
 int main(void) {
     static const char *const ops[] = {"layer_norm", "rms_norm", "softmax", "log_softmax"};
     static const int64_t lens[] = {1, 7, 63, 64, 65, 100, 256, 513, 1000, 4096, 5000};
@@ -140,6 +183,6 @@ int main(void) {
     /* and an input of more than 16 MiB, summed in pieces of each row (a short
      * last piece, a short last tile of rows) */
     static const int64_t far_len[] = {4100};
-    return isa_bits_column_sums(lens, sizeof lens / sizeof lens[0], rows, &state) ||
+    return isa_bits_guessed_rows(&state) || isa_bits_column_sums(lens, sizeof lens / sizeof lens[0], rows, &state) ||
            isa_bits_column_sums(far_len, 1, 1029, &state);
 }

@@ -960,7 +960,7 @@ TEST(test_special_rows) {
  * terms that underflow, in the blocks and in the rest; and rows on which
  * softmax's one pass holds or gives way to the maximum's pass. */
 TEST(test_special_long_rows) {
-    enum { ROWS = 12, M = 300 };
+    enum { ROWS = 15, M = 300 };
     double *rows = xcalloc(ROWS * M, sizeof(double)), *want = xcalloc(ROWS * M, sizeof(double));
     rng r = rng_seed(31);
     for (int i = 0; i < ROWS * M; i++) {
@@ -980,9 +980,13 @@ TEST(test_special_long_rows) {
     }
     rows[5 * M + 7] = 80.0; /* one term dominates: the others underflow */
     /* the shift that softmax's one pass guesses from a row's first 32 and last M % 32
-     * elements (opf_exp_sum_blocks_below_f32): wrong by more than its slack of 64 (a
-     * maximum's pass after part of the exponentials; e^100 overflows), by less (terms up to e^56), -inf
-     * (none guessed), -1e9 (left padding), right (the maximum among the last elements) */
+     * elements (opf_exp_sum_blocks_below_f32, every block; its sum tells whether the guess held):
+     * wrong by 100 (e^100 overflows: the maximum's pass and the exponentials again), by 60 and
+     * 80 (terms up to e^56 and e^76: it holds), -inf (none guessed), -1e9 (left padding), right
+     * (the maximum among the last elements); with a guess of 0 (the first 32 and last 12
+     * elements), wrong by 88.3 (e^88.3, finite but above 2^127: the kernel's sign at every ISA
+     * level of a d above 88.03), and by 85 in 40 elements (each term finite, their sum above
+     * 2^127) */
     rows[7 * M + 200] = 100.0;
     rows[8 * M + 100] = 60.0;
     for (int j = 0; j < 32; j++) {
@@ -990,6 +994,16 @@ TEST(test_special_long_rows) {
         rows[10 * M + j] = -1e9;
     }
     rows[11 * M + M - 5] = 50.0;
+    rows[12 * M + 150] = 80.0;
+    for (int i = 13; i < 15; i++) {
+        for (int j = 0; j < M; j++) {
+            rows[i * M + j] = j < 32 || j >= M - M % 32 ? 0.0 : rows[i * M + j];
+        }
+    }
+    rows[13 * M + 220] = 88.3;
+    for (int j = 60; j < 100; j++) {
+        rows[14 * M + j] = 85.0;
+    }
     int64_t shape[2] = {ROWS, M};
     for (int dt = 0; dt < 2; dt++) {
         const opf_dtype dtype = dt ? OPF_F64 : OPF_F32;

@@ -1308,6 +1308,87 @@ static opf_exp_sum_ukernel exp_sum_of(opf_isa isa) {
     return NULL;
 }
 
+/* Each kernel the CPU runs with limit +inf (every block, the sums telling
+ * whether a guessed shift held): on x within OPF_EXP_SUM_MOST of the shift,
+ * the plain kernel's terms and partial sums, a waiting row's 23 lines all
+ * stored a share a block; then every float d of (OPF_EXP_SUM_MOST, 88.75]
+ * and a sample of those above it up to +inf, and NaN: e above 2^127 or not
+ * finite (so is the sum that holds it), with d of [80, OPF_EXP_SUM_MOST]
+ * (a sample) in the plain kernel's bits. */
+static void test_exp_sum_every_block(void) {
+    enum { N = 32 * 12 + 7, LINES = 23 };
+    const float shift = 3.0f;
+    float *x = xcalloc(N, sizeof(float)), *y = xcalloc(N + 32, sizeof(float)), *want = xcalloc(N, sizeof(float));
+    float *src = aligned_alloc(64, 64 * LINES), *dst = aligned_alloc(64, 64 * LINES);
+    rng r = rng_seed(79);
+    fill_uniform_f32(&r, x, N, -40, 22);
+    fill_uniform_f32(&r, src, 16 * LINES, -1, 1);
+    for (size_t c = 0; exp_sum_below_cases[c].name != NULL; c++) {
+        const exp_sum_below_case *k = &exp_sum_below_cases[c];
+        const opf_exp_sum_ukernel plain = exp_sum_of(k->isa);
+        if (!opf_cpu_supports(k->isa) || plain == NULL) {
+            continue;
+        }
+        harness_begin(k->name);
+        const int64_t blocks = N - N % 32;
+        float acc[32] = {0}, acc_want[32] = {0};
+        plain(N, x, shift, INFINITY, want, 0, acc_want);
+        opf_row_later w = {.dst = dst, .src = src, .factor = 0.5, .len = 16 * LINES, .lines = LINES, .elem = 4};
+        opf_earlier_row plan = {
+            .w = &w, .dst = (char *)dst, .src = (const char *)src, .left = LINES, .share = 2, .factor = 0.5, .elem = 4};
+        CHECK(k->fn(N, x, shift, INFINITY, y, 0, acc, &plan) == blocks, "%s: every block", k->name);
+        CHECK_SAME_BITS(y, want, (size_t)blocks, sizeof(float), "%s: the terms", k->name);
+        CHECK_SAME_BITS(acc, acc_want, 32, sizeof(float), "%s: the partial sums", k->name);
+        int bad = 0;
+        for (int i = 0; i < 16 * LINES && !bad; i++) {
+            bad = !CHECK(dst[i] == src[i] * 0.5f, "%s: dst[%d] = %g, expected %g", k->name, i, (double)dst[i],
+                         (double)(src[i] * 0.5f));
+        }
+        CHECK(plan.left == 0 && w.stored == LINES, "%s: %lld lines left", k->name, (long long)plan.left);
+        /* d above OPF_EXP_SUM_MOST: every float up to 88.75, then steps of 2^15 of them to +inf; NaN last */
+        uint32_t bits, last;
+        const float from = nextafterf(OPF_EXP_SUM_MOST, INFINITY), dense_to = 88.75f, top = INFINITY;
+        memcpy(&bits, &from, 4);
+        memcpy(&last, &top, 4);
+        int64_t checked = 0;
+        for (bad = 0; bits <= last && !bad;) {
+            float d[32], e[32], a[32] = {0};
+            for (int i = 0; i < 32; i++) {
+                const uint32_t b = bits <= last ? bits : 0x7fc00000u; /* (past +inf: NaN) */
+                memcpy(&d[i], &b, 4);
+                bits += d[i] < dense_to ? 1u : 1u << 15;
+            }
+            k->fn(32, d, 0.0f, INFINITY, e, 0, a, NULL);
+            for (int i = 0; i < 32 && !bad; i++, checked++) {
+                bad = !CHECK(e[i] > 0x1p127f || !isfinite(e[i]), "%s: d = %a gave e = %a (at most 2^127, finite)",
+                             k->name, (double)d[i], (double)e[i]);
+                bad |= !CHECK(a[i] > 0x1p127f || !isfinite(a[i]), "%s: d = %a: partial sum %a", k->name, (double)d[i],
+                              (double)a[i]);
+            }
+        }
+        CHECK(checked > 80000, "%s: %lld values of d checked", k->name, (long long)checked);
+        /* and below it, the plain kernel's bits */
+        const float low = 80.0f;
+        memcpy(&bits, &low, 4);
+        for (float d[32], e[32], e_want[32], a[32], a_want[32];;) {
+            for (int i = 0; i < 32; i++) {
+                memcpy(&d[i], &bits, 4);
+                d[i] = d[i] < OPF_EXP_SUM_MOST ? d[i] : OPF_EXP_SUM_MOST;
+                bits += 97;
+                a[i] = a_want[i] = 0;
+            }
+            k->fn(32, d, 0.0f, INFINITY, e, 0, a, NULL);
+            plain(32, d, 0.0f, INFINITY, e_want, 0, a_want);
+            if (!CHECK_SAME_BITS(e, e_want, 32, sizeof(float), "%s: e of d in [80, 88.03]", k->name) ||
+                d[31] == OPF_EXP_SUM_MOST) {
+                break;
+            }
+        }
+        harness_end();
+    }
+    free(x), free(y), free(want), free(src), free(dst);
+}
+
 /* Each kernel the CPU runs, shift 3 and limit 20: on x within the limit
  * (one x exactly at shift + limit) every whole block, with the same terms
  * and partial sums as the level's opf_exp_sum_ukernel; a block with an x
@@ -1498,6 +1579,7 @@ int main(void) {
     test_copy_registry();
     test_exp_sum_registry();
     test_exp_sum_below_registry();
+    test_exp_sum_every_block();
     test_max_stream_registry();
     RUN_TEST(test_dispatch_levels);
     RUN_TEST(test_dispatch_gemm_configs);

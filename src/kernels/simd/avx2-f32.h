@@ -27,6 +27,8 @@ static inline opf_vec opf_vrelu_mask(opf_vec dy, opf_vec x) {
  * and j << 19 with it, which each entry as loaded has taken out
  * beforehand: the same bits as masking j off, one operation less). */
 #define OPF_VEXP_UNIT 1.0f
+/* (the exponent bits added wrap: e above OPF_EXP_SUM_MOST is found by a compare, opf_vexp_over) */
+#define OPF_VEXP_OVERFLOWS 0
 typedef struct opf_vexp_table {
     __m256 lo, hi;
 } opf_vexp_table;

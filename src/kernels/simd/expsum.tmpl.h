@@ -97,7 +97,11 @@ int64_t OPF_EXP_SUM_NAME(int64_t n, const float *x, float shift, float bound, fl
  * `earlier` a share a block: softmax's exponentials and its maximum in one
  * pass (kernels.h: opf_exp_sum_below_ukernel). A block whose maximum is NaN
  * stops it too; a NaN x that the maximum drops (opf_vmax keeps b) has e =
- * NaN, as the exponential's. */
+ * NaN, as the exponential's. limit = +inf: every block, the sums telling
+ * whether an x - shift was above OPF_EXP_SUM_MOST or NaN (an e above 2^127
+ * or not finite): with a vocabulary whose exponential gives such e by
+ * itself (OPF_VEXP_OVERFLOWS), no block looks for them (one operation a
+ * vector of about 15 less, and a compare and branch a block). */
 int64_t OPF_EXP_SUM_BELOW_NAME(int64_t n, const float *x, float shift, float limit, float *y, int64_t ahead, float *acc,
                                opf_earlier_row *earlier) {
     const opf_vexp_table table = opf_vexp_table_load(opf_exp_sum_table);
@@ -108,6 +112,10 @@ int64_t OPF_EXP_SUM_BELOW_NAME(int64_t n, const float *x, float shift, float lim
     }
     opf_earlier_lines lines = opf_earlier_lines_begin(earlier);
     int64_t i = 0;
+    for (; limit == (float)__builtin_inff() && i + 32 <= n; i += 32) {
+        opf_exp_sum_block(x + i, s, y != NULL ? y + i : NULL, table, a, ahead, !OPF_VEXP_OVERFLOWS);
+        opf_earlier_lines_step(&lines);
+    }
     for (; limit <= OPF_EXP_SUM_MOST && i + 32 <= n; i += 32) {
         /* (x - shift rounds monotonically: no d of the block above the maximum's) */
         if (opf_vany_above_or_nan(opf_vsub(opf_exp_sum_block_max(x + i), s), limit)) {
