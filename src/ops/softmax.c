@@ -277,8 +277,8 @@ NORMS_EXP_SUM_FN(norms_exp_sum_f64, double, norms_exp_blocks_f64)
  * it). Returns 0 where it is not (a guess more than 88 below the maximum,
  * +inf or NaN in the row, or a sum that large), or where the kernel did not
  * do the blocks (other ISA levels, CUDA): the caller then takes the row's
- * maximum first. Rows that fall back are the same at every ISA level (the
- * same e and sums up to the test). */
+ * maximum first. The rows that fall back are the same at both levels that
+ * have the kernel, AVX2 and AVX-512 (the same e and sums up to the test). */
 OPF_KERNEL_FN int64_t norms_exp_below_blocks_f32(int64_t n, const float *x, float s, float *y, int64_t ahead,
                                                  float *acc, opf_earlier_row *earlier) {
 #if defined(__CUDA_ARCH__)
