@@ -94,7 +94,11 @@ static int isa_bits_guessed_rows(uint32_t *state) {
     const int64_t rows = 37;
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
         const opf_op_def *op = opf_op_find(opf_builtin_ops(), ops[o]);
-        for (size_t l = 0; op != NULL && l < sizeof lens / sizeof lens[0]; l++) {
+        if (op == NULL) {
+            fprintf(stderr, "isa_bits: no op %s\n", ops[o]);
+            return 1;
+        }
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
             const int64_t n = lens[l];
             float *x = malloc((size_t)(rows * n) * sizeof(float)), *y = malloc((size_t)(rows * n) * sizeof(float));
             if (!x || !y) {
