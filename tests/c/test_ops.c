@@ -558,6 +558,8 @@ static const dense_dims dense_shapes[] = {
      * columns than one column block of the GEMM driver. */
     {3, 600, 5},
     {2, 3, 2100},
+    /* More rows than one row block (the driver's MC: 8192 at most). */
+    {8200, 3, 5},
 };
 
 static void dense_sweep(dense_via via, rng *r) {
