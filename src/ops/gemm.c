@@ -45,7 +45,11 @@ static int64_t opf_clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? 
  * depend on the loops' order). NC: a KC x NC block of B, read once per A
  * panel, fills half of L2, in whole NR panels. MC: an MC x KC block of A,
  * read once per block of B, takes a quarter of L3 (shared with the other
- * cores), in whole MR panels. */
+ * cores), in whole MR panels: B is packed again for each block of rows, and
+ * blocks of at most 1024 rows (half of L2) made float32 dense 0.92-0.94 times
+ * as fast on an Intel Xeon (1024^3 to 8192 x 1024 x 4096, one thread). Each
+ * thread's buffer (an A block and a B block) stays the size it had when the
+ * B block took the quarter of L3 (6 MiB of float32 on that Xeon). */
 static opf_gemm_blocks opf_gemm_blocks_for(const opf_cache_sizes *caches, size_t mr, size_t nr, size_t elem) {
     opf_gemm_blocks b;
     b.kc = opf_clamp64((int64_t)(caches->l1d / 2 / (nr * elem)) / 8 * 8, 64, 1024);
