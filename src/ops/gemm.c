@@ -79,68 +79,88 @@ static const char *opf_at(const opf_matrix *m, size_t elem, int64_t row, int64_t
     return (const char *)m->data + (row * m->rs + col * m->cs) * (int64_t)elem;
 }
 
-/* Packs rows [row0, row0+rows) x k-slice [p0, p0+kc) of A into MR-tall panels:
- * panel r holds kc steps of MR values, zero padded. Inlined for each element
- * size so that the element copies compile to plain moves. */
-static inline __attribute__((always_inline)) void opf_pack_a_sized(const opf_gemm_job *job, int64_t row0, int64_t rows,
-                                                                   int64_t p0, int64_t kc, char *dst, size_t elem) {
-    const size_t mr = job->mr;
-    const opf_matrix *a = &job->args->a;
-    const int64_t rs = a->rs * (int64_t)elem, cs = a->cs * (int64_t)elem, step = (int64_t)(mr * elem);
-    for (int64_t r = 0; r < rows; r += (int64_t)mr) {
-        int64_t valid = rows - r < (int64_t)mr ? rows - r : (int64_t)mr;
-        if (valid < (int64_t)mr) {
-            memset(dst, 0, (size_t)kc * mr * elem);
-        }
-        const char *src = opf_at(a, elem, row0 + r, p0);
-        /* Sequential writes; reads walk `valid` rows (or columns) of A side by side. */
+/* The part of `extent` covered by whole panels of `step`. When an operand is
+ * read in place, only the rest (a trailing partial panel, which the
+ * micro-kernel would read past) is packed. */
+static int64_t opf_whole_panels(int64_t extent, int64_t step) { return extent / step * step; }
+
+/* Copies one step of a panel (its values side by side): the widths the
+ * micro-kernels have take plain vector moves rather than a call. */
+static inline __attribute__((always_inline)) void opf_copy_step(char *dst, const char *src, size_t bytes) {
+    switch (bytes) {
+    case 64: memcpy(dst, src, 64); break;
+    case 128: memcpy(dst, src, 128); break;
+    default: memcpy(dst, src, bytes); break;
+    }
+}
+
+/* Packs `lines` lines x `kc` steps of an operand into panels `width` lines
+ * wide (A: its rows into MR-tall panels, B: its columns into NR-wide ones):
+ * panel q holds kc steps of `width` values, line q * width + j at j, zero
+ * padded. Element (line i, step p) is at src + (i * si + p * sp) * elem.
+ * Where a step's values lie side by side (si == 1: B row-major, A
+ * transposed), each step is read once along them, front to back, and handed
+ * out `width` values a panel: panel by panel, the reads would jump a whole
+ * row of the operand (a page or more) every `width` values, which no
+ * prefetcher follows when the operand comes from memory (float32 dense of
+ * [32, 4096] x [4096, 4096] went from 27 to 18 ms on one thread of an Intel
+ * Xeon). Else element by element, a step at a time (along each line instead,
+ * where a line's steps lie side by side: 0.92-0.97 times as fast). Inlined for each element size so that the element
+ * copies are plain moves. */
+static inline __attribute__((always_inline)) void opf_pack_sized(const char *src, int64_t si, int64_t sp, int64_t lines,
+                                                                 int64_t kc, size_t width, char *dst, size_t elem) {
+    const size_t step_bytes = width * elem, panel_bytes = (size_t)kc * step_bytes;
+    if (si == 1) {
+        const int64_t whole = opf_whole_panels(lines, (int64_t)width), rest = lines - whole;
+        char *const last = dst + (size_t)(whole / (int64_t)width) * panel_bytes;
         for (int64_t p = 0; p < kc; p++) {
-            const char *col = src + p * cs;
+            const char *from = src + p * sp * (int64_t)elem;
+            char *to = dst + (size_t)p * step_bytes;
+            for (int64_t i = 0; i < whole; i += (int64_t)width, to += panel_bytes) {
+                opf_copy_step(to, from + i * (int64_t)elem, step_bytes);
+            }
+            if (rest > 0) { /* the last panel's step: its values, then zeros */
+                char *step = last + (size_t)p * step_bytes;
+                memcpy(step, from + whole * (int64_t)elem, (size_t)rest * elem);
+                memset(step + (size_t)rest * elem, 0, step_bytes - (size_t)rest * elem);
+            }
+        }
+        return;
+    }
+    for (int64_t q = 0; q < lines; q += (int64_t)width, dst += panel_bytes) {
+        const int64_t valid = lines - q < (int64_t)width ? lines - q : (int64_t)width;
+        if (valid < (int64_t)width) {
+            memset(dst, 0, panel_bytes);
+        }
+        const char *base = src + q * si * (int64_t)elem;
+        for (int64_t p = 0; p < kc; p++) { /* a step at a time, its values from `valid` lines side by side */
+            const char *step = base + p * sp * (int64_t)elem;
             for (int64_t i = 0; i < valid; i++) {
-                memcpy(dst + (size_t)i * elem, col + i * rs, elem);
+                memcpy(dst + ((size_t)p * width + (size_t)i) * elem, step + i * si * (int64_t)elem, elem);
             }
-            dst += step;
         }
     }
 }
 
+static void opf_pack(const opf_gemm_job *job, const char *src, int64_t si, int64_t sp, int64_t lines, int64_t kc,
+                     size_t width, char *dst) {
+    if (job->elem == sizeof(float)) {
+        opf_pack_sized(src, si, sp, lines, kc, width, dst, sizeof(float));
+    } else {
+        opf_pack_sized(src, si, sp, lines, kc, width, dst, sizeof(double));
+    }
+}
+
+/* Rows [row0, row0 + rows) x k-slice [p0, p0 + kc) of A into MR-tall panels. */
 static void opf_pack_a(const opf_gemm_job *job, int64_t row0, int64_t rows, int64_t p0, int64_t kc, char *dst) {
-    if (job->elem == sizeof(float)) {
-        opf_pack_a_sized(job, row0, rows, p0, kc, dst, sizeof(float));
-    } else {
-        opf_pack_a_sized(job, row0, rows, p0, kc, dst, sizeof(double));
-    }
+    const opf_matrix *a = &job->args->a;
+    opf_pack(job, opf_at(a, job->elem, row0, p0), a->rs, a->cs, rows, kc, job->mr, dst);
 }
 
-/* Packs k-slice [p0, p0+kc) x columns [col0, col0+cols) of B into NR-wide
- * panels: panel c holds kc steps of NR values, zero padded. */
-static inline __attribute__((always_inline)) void opf_pack_b_sized(const opf_gemm_job *job, int64_t p0, int64_t kc,
-                                                                   int64_t col0, int64_t cols, char *dst, size_t elem) {
-    const size_t nr = job->nr;
-    const opf_matrix *b = &job->args->b;
-    const int64_t rs = b->rs * (int64_t)elem, cs = b->cs * (int64_t)elem;
-    for (int64_t c = 0; c < cols; c += (int64_t)nr) {
-        int64_t valid = cols - c < (int64_t)nr ? cols - c : (int64_t)nr;
-        if (valid < (int64_t)nr) {
-            memset(dst, 0, (size_t)kc * nr * elem);
-        }
-        const char *src = opf_at(b, elem, p0, col0 + c);
-        for (int64_t p = 0; p < kc; p++) {
-            const char *row = src + p * rs;
-            for (int64_t j = 0; j < valid; j++) {
-                memcpy(dst + (size_t)j * elem, row + j * cs, elem);
-            }
-            dst += nr * elem;
-        }
-    }
-}
-
+/* k-slice [p0, p0 + kc) x columns [col0, col0 + cols) of B into NR-wide panels. */
 static void opf_pack_b(const opf_gemm_job *job, int64_t p0, int64_t kc, int64_t col0, int64_t cols, char *dst) {
-    if (job->elem == sizeof(float)) {
-        opf_pack_b_sized(job, p0, kc, col0, cols, dst, sizeof(float));
-    } else {
-        opf_pack_b_sized(job, p0, kc, col0, cols, dst, sizeof(double));
-    }
+    const opf_matrix *b = &job->args->b;
+    opf_pack(job, opf_at(b, job->elem, p0, col0), b->cs, b->rs, cols, kc, job->nr, dst);
 }
 
 /* An operand panel as the micro-kernel reads it: A element (i, p) at
@@ -196,11 +216,6 @@ static void opf_gemm_epilogue(const opf_gemm_job *job, int64_t row, int64_t rows
         }
     }
 }
-
-/* The part of `extent` covered by whole panels of `step`. When an operand is
- * read in place, only the rest (a trailing partial panel, which the
- * micro-kernel would read past) is packed. */
-static int64_t opf_whole_panels(int64_t extent, int64_t step) { return extent / step * step; }
 
 /* Columns [col_begin, col_end) of C; ranges are in units of NR columns. */
 static void opf_gemm_columns(void *ctx, int64_t begin, int64_t end) {
@@ -298,9 +313,15 @@ opf_status opf_gemm(const char *op, const opf_gemm_args *problem) {
     job.blocks = opf_gemm_blocks_for(&kernels->caches, job.mr, job.nr, job.elem);
     /* A packed panel is reused once per NR columns of C, a B panel once per
      * MR rows: with few of them, reading the operand in place is cheaper. B
-     * in place needs unit column stride (the micro-kernel loads NR at once). */
+     * in place needs unit column stride (the micro-kernel loads NR at once)
+     * and is read from cache: its rows of NR values a row of B apart are
+     * beyond the prefetchers' reach, and from memory (a [4096, 4096] float32
+     * B under 8 or 24 rows of A, on an Intel Xeon) they took 1.7 times as
+     * long as packing; in L2 or L3 (a [1024, 1024] B) 0.84-0.96 times. So
+     * only a B that fits in half of L2 is read in place. */
     job.pack_a = args->n > 4 * (int64_t)job.nr;
-    job.pack_b = !(args->b.cs == 1 && args->m <= 2 * (int64_t)job.mr);
+    job.pack_b = !(args->b.cs == 1 && args->m <= 2 * (int64_t)job.mr &&
+                   (size_t)args->k * (size_t)args->n * job.elem <= kernels->caches.l2 / 2);
     const int64_t kc_max = args->k < job.blocks.kc ? (args->k > 0 ? args->k : 1) : job.blocks.kc;
     const int64_t panels = (args->n + (int64_t)job.nr - 1) / (int64_t)job.nr;
     const int64_t nc_max = job.blocks.nc < panels * (int64_t)job.nr ? job.blocks.nc : panels * (int64_t)job.nr;
