@@ -16,6 +16,30 @@
  */
 enum { OPF_NR = OPF_NR_VECS * OPF_VEC_LEN };
 
+/* The k loop, A's value (i, p) at a[p * CSA + i * RSA]: once with a packed
+ * panel's strides as constants, where every broadcast of A addresses its
+ * value by a constant offset from the step's, and once with the caller's
+ * (A in place). With both strides unknown, each of the MR rows needs an
+ * index register: GCC keeps the ones it has no room for in vector registers
+ * and moves them back each step, two more operations a step on the ports
+ * that the FMAs use. */
+#define OPF_GEMM_K_LOOP(RSA, CSA)                                                                                      \
+    {                                                                                                                  \
+        const opf_elem *ap = a, *bp = b;                                                                               \
+        _Pragma("GCC unroll 4") for (size_t p = 0; p < k; p++, ap += (CSA), bp += ldb) {                               \
+            opf_vec bv[OPF_NR_VECS];                                                                                   \
+            for (size_t j = 0; j < OPF_NR_VECS; j++) {                                                                 \
+                bv[j] = opf_vloadu(bp + j * OPF_VEC_LEN);                                                              \
+            }                                                                                                          \
+            _Pragma("GCC unroll 16") for (size_t i = 0; i < OPF_MR; i++) {                                             \
+                const opf_vec av = opf_vset1(ap[(int64_t)i * (RSA)]);                                                  \
+                for (size_t j = 0; j < OPF_NR_VECS; j++) {                                                             \
+                    acc[i][j] = opf_vfma(av, bv[j], acc[i][j]);                                                        \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+
 void OPF_GEMM_NAME(size_t k, const opf_elem *a, int64_t rsa, int64_t csa, const opf_elem *b, int64_t ldb, opf_elem *c,
                    int64_t rsc, int64_t csc, size_t mr, size_t nr, const opf_elem *bias, int accumulate,
                    int apply_relu) {
@@ -32,19 +56,10 @@ void OPF_GEMM_NAME(size_t k, const opf_elem *a, int64_t rsa, int64_t csa, const 
             acc[i][j] = opf_vzero();
         }
     }
-#pragma GCC unroll 4
-    for (size_t p = 0; p < k; p++) {
-        opf_vec bv[OPF_NR_VECS];
-        for (size_t j = 0; j < OPF_NR_VECS; j++) {
-            bv[j] = opf_vloadu(b + (int64_t)p * ldb + j * OPF_VEC_LEN);
-        }
-#pragma GCC unroll 16
-        for (size_t i = 0; i < OPF_MR; i++) {
-            const opf_vec av = opf_vset1(a[(int64_t)p * csa + (int64_t)i * rsa]);
-            for (size_t j = 0; j < OPF_NR_VECS; j++) {
-                acc[i][j] = opf_vfma(av, bv[j], acc[i][j]);
-            }
-        }
+    if (rsa == 1 && csa == OPF_MR) { /* a packed panel: every A value at a constant offset from its step's */
+        OPF_GEMM_K_LOOP(1, OPF_MR)
+    } else {
+        OPF_GEMM_K_LOOP(rsa, csa)
     }
     if (mr == OPF_MR && nr == OPF_NR && csc == 1) {
 #pragma GCC unroll 16
