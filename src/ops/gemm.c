@@ -16,6 +16,12 @@
  * 8192 x 1024 x 4096, batch 32), float64 1.06-1.10, the same bits: the
  * micro-kernel on a [1024, 1024] C went from 141 to 161-164 GFLOP/s.
  *
+ * Both operands are packed by one routine (opf_pack): along the operand's
+ * rows where a panel's values lie side by side (B row-major, A transposed),
+ * by transposes in registers where a line's steps do (A row-major), so that
+ * an operand coming from memory is read as a copy reads it. A packed panel
+ * then meets the micro-kernel's loop with constant strides (simd/gemm.tmpl.h).
+ *
  * The bias is added by the micro-kernel on the first k-slice and the ReLU
  * applied on the last, so both are fused into stores of C. An epilogue (an
  * authored elementwise kernel) runs on the last slice's results MR rows at a
