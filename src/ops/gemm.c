@@ -108,9 +108,9 @@ typedef uint64_t opf_lanes2 __attribute__((vector_size(16)));
  * lines whose steps lie side by side (A row-major): each group of as many
  * lines read 16 bytes along each and transposed in registers, one 16-byte
  * load and store a group of values where an element at a time takes one
- * each a value (float32 dense 1.03-1.08 times as fast at 512^3 and 1024^3 on
- * an Intel Xeon, the same at 2048^3). Returns the steps done (the rest,
- * fewer than a group, are left to the caller). */
+ * each a value (float32 dense 1.02-1.10 times as fast at 512^3 and 1.00-1.05
+ * at 1024^3 on an Intel Xeon, the same at 2048^3). Returns the steps done
+ * (the rest, fewer than a group, are left to the caller). */
 static inline __attribute__((always_inline)) int64_t opf_pack_transposed(const char *src, int64_t si, int64_t kc,
                                                                          size_t width, char *dst, size_t elem) {
     const int64_t group = (int64_t)(16 / elem), line_bytes = si * (int64_t)elem;
