@@ -38,6 +38,17 @@ static inline void opf_earlier_lines_step(opf_earlier_lines *l) {
     }
 }
 
+/* A step of two lines, for a caller that has checked that the plan's share
+ * is two and that two are left: the lines without the step's count. */
+static inline void opf_earlier_lines_two(opf_earlier_lines *l) {
+    for (int v = 0; v < 32 / OPF_VEC_LEN; v++) {
+        opf_vstream(l->dst + v * OPF_VEC_LEN, opf_vmul(opf_vloadu(l->src + v * OPF_VEC_LEN), l->factor));
+    }
+    l->dst += 32;
+    l->src += 32;
+    l->left -= 2;
+}
+
 /* Records in the plan (and its waiting row) the lines the steps stored. */
 static inline void opf_earlier_lines_end(opf_earlier_row *earlier, const opf_earlier_lines *l) {
     if (l->dst != NULL) {
